@@ -1,0 +1,393 @@
+"""Wiki search: a tool-calling environment over the course's tiny wiki.
+
+The model answers a factual question ("What are male honeybees called?") by calling three
+tools on a small offline wiki (data/wiki/pages.jsonl, 27 pages written for the course):
+
+    search_pages(query)                 -> the 5 best-matching pages, with their page ids
+    view_sections(page_id)              -> the sections of one page
+    read_section(page_id, section_id)   -> the text of one section
+
+and then replying with a short answer. Reading top to bottom:
+
+1. the corpus and a small BM25 index (standard library only);
+2. the three tools: plain functions with type hints and docstrings, from which verifiers
+   builds the JSON schemas the model sees. A bad argument never raises: the tool returns an
+   error string that tells the model what to do next (a rollout should not crash because a
+   model typed a wrong page id; reading the error and recovering is part of the skill);
+3. the reward: is the gold answer in the model's final, short message?
+4. `load_environment()`: dataset + rubric + `vf.ToolEnv`; verifiers adds the tool metrics;
+5. `load_mcp_environment()`: the same tools served by a local MCP server over stdio
+   (course_lib/wiki_mcp_server.py) and used through `vf.MCPEnv`;
+6. a scripted expert (no model) that plays the environment through a verifiers client, to
+   test the tool mechanics and to compare models against.
+
+verifiers is only touched inside functions, so the MCP server, which imports the tools from
+this file, starts without loading verifiers (several seconds on a small CPU).
+"""
+
+import difflib
+import json
+import math
+import os
+import re
+import sys
+import unicodedata
+from collections import Counter
+from functools import lru_cache
+from pathlib import Path
+
+import verifiers as vf  # cheap: the classes load lazily on first use
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DATA_DIR = Path(os.environ.get("WIKI_DATA_DIR", REPO_ROOT / "data" / "wiki"))
+TOP_K = 5
+
+# ---------------------------------------------------------------------------------------------
+# 1. The corpus and a BM25 index
+# ---------------------------------------------------------------------------------------------
+
+STOPWORDS = set(
+    "a an and are as at be by called can did do does for from has have how in is it its of on or "
+    "the their them there these this to was what when where which who whom whose why with".split()
+)
+
+
+def fold(text: str) -> str:
+    """Lowercase and strip accents: 'Río' -> 'rio'."""
+    decomposed = unicodedata.normalize("NFKD", str(text))
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
+
+
+def tokenize(text: str) -> list[str]:
+    """Words for search: folded, no stopwords, a plural 's' dropped ('honeybees' -> 'honeybee')."""
+    words = re.findall(r"[a-z0-9]+", fold(text))
+    return [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
+            for w in words if w not in STOPWORDS and len(w) > 1]
+
+
+def slug(text: str) -> str:
+    """'Mount Everest' -> 'mount-everest' (page ids are slugs, so a title also works as an id)."""
+    return "-".join(re.findall(r"[a-z0-9]+", fold(text)))
+
+
+@lru_cache(maxsize=None)
+def load_pages() -> dict[str, dict]:
+    """page_id -> {"page_id", "title", "sections": [{"section_id", "title", "text"}, ...]}"""
+    with open(DATA_DIR / "pages.jsonl", encoding="utf-8") as f:
+        pages = [json.loads(line) for line in f if line.strip()]
+    return {page["page_id"]: page for page in pages}
+
+
+def load_questions() -> list[dict]:
+    """[{"id", "question", "answer", "page_id", "section_id"}, ...]"""
+    with open(DATA_DIR / "questions.jsonl", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@lru_cache(maxsize=None)
+def search_index() -> tuple[dict[str, Counter], dict[str, float], float]:
+    """BM25 statistics: term counts per page, inverse document frequencies, mean page length.
+    A page's text is its title (three times: titles matter most), section titles and texts."""
+    docs = {}
+    for page_id, page in load_pages().items():
+        text = " ".join([page["title"]] * 3 + [f"{s['title']} {s['text']}" for s in page["sections"]])
+        docs[page_id] = Counter(tokenize(text))
+    n = len(docs)
+    df = Counter(term for counts in docs.values() for term in counts)
+    idf = {term: math.log(1 + (n - k + 0.5) / (k + 0.5)) for term, k in df.items()}
+    mean_length = sum(sum(c.values()) for c in docs.values()) / n
+    return docs, idf, mean_length
+
+
+def bm25_scores(query: str, k1: float = 1.2, b: float = 0.75) -> list[tuple[str, float]]:
+    """(page_id, score) for every page sharing a word with the query, best first."""
+    docs, idf, mean_length = search_index()
+    terms = tokenize(query)
+    scores = []
+    for page_id, counts in docs.items():
+        length = sum(counts.values())
+        score = sum(idf[t] * counts[t] * (k1 + 1) / (counts[t] + k1 * (1 - b + b * length / mean_length))
+                    for t in terms if t in counts)
+        if score > 0:
+            scores.append((page_id, score))
+    return sorted(scores, key=lambda item: (-item[1], item[0]))
+
+
+def find_page(page_id: str) -> dict | None:
+    """The page with this id; a title or different capitalization is accepted too."""
+    return load_pages().get(slug(page_id))
+
+
+def unknown_page_error(page_id: str) -> str:
+    close = difflib.get_close_matches(slug(page_id), list(load_pages()), n=3, cutoff=0.6)
+    hint = f" Did you mean {', '.join(repr(p) for p in close)}?" if close else ""
+    return (f"Error: there is no page with page_id {page_id!r}.{hint} "
+            "Call search_pages(query) to find page ids.")
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. The tools: what the model calls. Type hints + docstrings become the JSON schema.
+# ---------------------------------------------------------------------------------------------
+
+
+def search_pages(query: str) -> str:
+    """Search the wiki for pages about a topic.
+
+    Returns up to five matching pages, best first, each with the page_id to pass to
+    view_sections or read_section.
+
+    Args:
+        query: A few keywords naming the topic, e.g. "honeybee colony" or "Mars moons".
+    """
+    query = str(query).strip()
+    if not tokenize(query):
+        return ('Error: the query is empty (or only has words like "the" and "what"). '
+                'Call search_pages again with a few keywords, e.g. search_pages(query="honeybee").')
+    hits = bm25_scores(query)[:TOP_K]
+    if not hits:
+        return (f"No page matches {query!r}. Try other keywords: the main subject of the question, "
+                "e.g. an animal, a planet, an invention or a place.")
+    pages = load_pages()
+    lines = [f"{rank}. {pages[page_id]['title']} (page_id: {page_id})" for rank, (page_id, _) in enumerate(hits, 1)]
+    return "\n".join(lines) + "\nNext: call view_sections(page_id) on the most relevant page."
+
+
+def view_sections(page_id: str) -> str:
+    """List the sections of a wiki page.
+
+    Args:
+        page_id: The page_id of a page, as returned by search_pages, e.g. "honeybee".
+    """
+    page = find_page(page_id)
+    if page is None:
+        return unknown_page_error(page_id)
+    lines = [f"{page['title']} (page_id: {page['page_id']}) has {len(page['sections'])} sections:"]
+    lines += [f"- {s['section_id']}: {s['title']}" for s in page["sections"]]
+    lines.append("Next: call read_section(page_id, section_id) to read one.")
+    return "\n".join(lines)
+
+
+def read_section(page_id: str, section_id: str) -> str:
+    """Read the text of one section of a wiki page.
+
+    Args:
+        page_id: The page_id of the page, e.g. "honeybee".
+        section_id: The section_id, as listed by view_sections, e.g. "colony".
+    """
+    page = find_page(page_id)
+    if page is None:
+        return unknown_page_error(page_id)
+    sections = {s["section_id"]: s for s in page["sections"]}
+    section = sections.get(slug(section_id))
+    if section is None:
+        return (f"Error: page {page['page_id']!r} has no section {section_id!r}. "
+                f"Its sections are: {', '.join(sections)}. Call read_section with one of them.")
+    return f"{page['title']} > {section['title']}\n{section['text']}"
+
+
+TOOLS = [search_pages, view_sections, read_section]
+
+
+def format_tool_error(error: Exception) -> str:
+    """What the model reads when verifiers could not call a tool (unknown tool name, a missing
+    or extra argument). Our tools never raise; verifiers catches anything that does and sends
+    this text back as the tool's result, so the rollout goes on."""
+    if isinstance(error, KeyError):
+        return f"Error: there is no tool named {error}. The tools are: {', '.join(t.__name__ for t in TOOLS)}."
+    return f"Error: {error}. Check the tool's arguments against its schema and call it again."
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. The reward
+# ---------------------------------------------------------------------------------------------
+# Choice: the gold answer must appear in the model's *final* message (the last assistant message,
+# one that calls no tool), compared after normalization (case, accents, punctuation, "384,400"
+# = "384400"), as whole words ("22" does not match "1922"). We do not ask for <answer> tags:
+# tool-calling models answer in plain sentences, and a format rule would make the reward measure
+# two skills at once. Substring rewards can be gamed by pasting a whole section, so the final
+# message must be short (at most MAX_ANSWER_WORDS words).
+
+MAX_ANSWER_WORDS = 40
+
+
+def normalize(text: str) -> str:
+    text = re.sub(r"(?<=\d),(?=\d{3}\b)", "", fold(text))  # 384,400 -> 384400
+    return " ".join(re.findall(r"[a-z0-9]+", text))
+
+
+def message_text(message) -> str:
+    content = message.get("content") if message is not None else None
+    if isinstance(content, list):  # content parts
+        return " ".join(str(part.get("text", "")) for part in content if part.get("type") == "text")
+    return content or ""
+
+
+def final_answer(completion) -> str:
+    """The text of the last message if it is an assistant message that calls no tool, else ''."""
+    if not isinstance(completion, list) or not completion:
+        return message_text({"content": completion}) if isinstance(completion, str) else ""
+    last = completion[-1]
+    if last.get("role") != "assistant" or last.get("tool_calls"):
+        return ""
+    return message_text(last)
+
+
+def correct_answer(completion, answer: str, max_words: int = MAX_ANSWER_WORDS, **kwargs) -> float:
+    """1.0 if the gold answer appears (normalized, whole words) in a short final message, else 0.0."""
+    final, gold = normalize(final_answer(completion)), normalize(answer)
+    if not final or not gold or len(final.split()) > max_words:
+        return 0.0
+    return 1.0 if f" {gold} " in f" {final} " else 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. The environment
+# ---------------------------------------------------------------------------------------------
+
+SYSTEM_PROMPT = """You answer questions with the help of a small wiki, using these tools:
+- search_pages(query): find pages about a topic; returns page ids.
+- view_sections(page_id): list the sections of a page.
+- read_section(page_id, section_id): read one section.
+Search for the subject of the question, read the section that contains the fact, then reply
+with a short final answer (one sentence) and no tool call."""
+
+
+def make_dataset(questions: list[dict]):
+    from datasets import Dataset
+
+    return Dataset.from_list([
+        {"question": q["question"], "answer": q["answer"],
+         "info": {"id": q["id"], "page_id": q["page_id"], "section_id": q["section_id"]}}
+        for q in questions
+    ])
+
+
+def make_rubric(max_answer_words: int = MAX_ANSWER_WORDS) -> "vf.Rubric":
+    async def correct_answer_reward(completion, answer, **kwargs) -> float:
+        return correct_answer(completion, answer, max_words=max_answer_words)
+
+    correct_answer_reward.__name__ = "correct_answer"  # the metric's name in results
+    return vf.Rubric(funcs=[correct_answer_reward], weights=[1.0])
+
+
+def environment_kwargs(num_eval_examples: int = -1, seed: int = 0, max_answer_words: int = MAX_ANSWER_WORDS) -> dict:
+    """What every wiki environment shares: data, system prompt, rubric."""
+    questions = load_questions()
+    eval_dataset = make_dataset(questions).shuffle(seed=seed)  # the file is ordered by page: mix topics
+    if num_eval_examples > 0:
+        eval_dataset = eval_dataset.select(range(min(num_eval_examples, len(eval_dataset))))
+    return dict(dataset=make_dataset(questions), eval_dataset=eval_dataset, system_prompt=SYSTEM_PROMPT,
+                rubric=make_rubric(max_answer_words), error_formatter=format_tool_error)
+
+
+def load_environment(max_turns: int = 8, num_eval_examples: int = -1, seed: int = 0,
+                     max_answer_words: int = MAX_ANSWER_WORDS, **kwargs) -> "vf.ToolEnv":
+    """The wiki-search ToolEnv. A rollout ends when the model replies without a tool call, or
+    after `max_turns` model turns. Metrics: correct_answer (the reward), and, added by
+    verifiers, num_turns, total_tool_calls and one `<tool>_calls` count per tool."""
+    return vf.ToolEnv(tools=list(TOOLS), max_turns=max_turns,
+                      **environment_kwargs(num_eval_examples, seed, max_answer_words), **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. The same tools over MCP (Model Context Protocol)
+# ---------------------------------------------------------------------------------------------
+
+
+def mcp_server_config() -> dict:
+    """How vf.MCPEnv starts the course's wiki MCP server: a local process speaking MCP over
+    stdin/stdout (no network). PYTHONPATH lets it import course_lib even when not installed."""
+    return {"name": "wiki", "command": sys.executable, "args": ["-m", "course_lib.wiki_mcp_server"],
+            "env": {"PYTHONPATH": str(REPO_ROOT)}, "description": "The course's tiny wiki"}
+
+
+def load_mcp_environment(max_turns: int = 8, num_eval_examples: int = -1, seed: int = 0,
+                         max_answer_words: int = MAX_ANSWER_WORDS, **kwargs) -> "vf.MCPEnv":
+    """The wiki environment with its tools behind an MCP server. Building it starts the server
+    (verifiers 0.3.1 connects in __init__); stop it with `await env.teardown_mcp_servers()`
+    (verifiers otherwise only stops it when Python exits)."""
+    env = vf.MCPEnv(mcp_servers=[mcp_server_config()], max_turns=max_turns,
+                    **environment_kwargs(num_eval_examples, seed, max_answer_words), **kwargs)
+    # MCPEnv learns its tools after ToolEnv.__init__ built the tool metrics, so it only counts
+    # total_tool_calls; add the per-tool counts that vf.ToolEnv has.
+    for name in env.tool_map:
+        env.tool_monitor_rubric.add_tool_metric(name)
+    return env
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. A scripted expert (no model): search -> view sections -> read them all -> answer
+# ---------------------------------------------------------------------------------------------
+
+
+def expert_turn(messages: list, answer: str) -> dict:
+    """The next assistant message of a fixed plan: search_pages(question), view_sections of the
+    top hit, read_section on every section (parallel calls), then answer -- with the gold
+    answer if a section it read contains it, else "I could not find the answer". So it
+    is right exactly when the search put the right page first: it measures the tools."""
+    last_assistant = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
+    last_calls = [c["name"] if isinstance(c, dict) else c.name for c in (last_assistant or {}).get("tool_calls") or []]
+    results = []  # the tool results that answer the last assistant message
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            break
+        results.insert(0, message_text(message))
+
+    def call(name: str, **arguments) -> dict:
+        return {"name": name, "arguments": json.dumps(arguments)}
+
+    if last_assistant is None:
+        question = next(message_text(m) for m in reversed(messages) if m.get("role") == "user")
+        return {"content": None, "tool_calls": [call("search_pages", query=question)]}
+    if last_calls == ["search_pages"]:
+        hit = re.search(r"page_id: ([a-z0-9-]+)", results[0] if results else "")
+        if hit:
+            return {"content": None, "tool_calls": [call("view_sections", page_id=hit.group(1))]}
+    elif last_calls == ["view_sections"]:
+        page_id = re.search(r"page_id: ([a-z0-9-]+)", results[0]).group(1)
+        section_ids = re.findall(r"^- ([a-z0-9-]+):", results[0], flags=re.M)
+        return {"content": None, "tool_calls": [call("read_section", page_id=page_id, section_id=s)
+                                                 for s in section_ids]}
+    elif last_calls and all(name == "read_section" for name in last_calls):
+        if any(f" {normalize(answer)} " in f" {normalize(text)} " for text in results):
+            return {"content": f"The answer is {answer}.", "tool_calls": None}
+    return {"content": "I could not find the answer.", "tool_calls": None}
+
+
+def expert_client(policy=expert_turn) -> "vf.Client":
+    """A verifiers client with no model behind it: each call returns `policy(messages, answer)`
+    as the assistant's message. Pass it to env.evaluate(client=..., model="scripted-expert")."""
+
+    class ScriptedClient(vf.Client):
+        # The native format is verifiers' own: prompts stay vf.Messages, tools vf.Tools, and
+        # the "native response" is already a vf.Response.
+        def setup_client(self, config):
+            return None
+
+        async def to_native_tool(self, tool):
+            return tool
+
+        async def to_native_prompt(self, messages):
+            return messages, {}
+
+        async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs):
+            state = kwargs.get("state") or {}
+            turn = policy(prompt, state.get("answer", ""))
+            tool_calls = [vf.ToolCall(id=f"call_{len(prompt)}_{i}", **call)
+                          for i, call in enumerate(turn.get("tool_calls") or [])]
+            return vf.Response(
+                id=f"scripted-{len(prompt)}", created=0, model=model, usage=None,
+                message=vf.ResponseMessage(content=turn.get("content"), tool_calls=tool_calls or None,
+                                           finish_reason="tool_calls" if tool_calls else "stop",
+                                           is_truncated=False))
+
+        async def raise_from_native_response(self, response):
+            return None
+
+        async def from_native_response(self, response):
+            return response
+
+        async def close(self):
+            return None
+
+    return ScriptedClient(None)
