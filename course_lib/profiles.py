@@ -34,6 +34,22 @@ class Profile:
     # 05-06: tic-tac-toe evaluation (games per opponent, tokens per model turn)
     ttt_eval_games: int
     ttt_max_tokens_per_turn: int
+    # 07-08: SFT data and warm-up
+    sft_num_games: int
+    sft_epochs: float
+    sft_learning_rate: float
+    sft_batch_size: int
+    sft_use_lora: bool
+    # 09: GRPO (rollouts per step = prompts_per_step x num_generations)
+    grpo_max_steps: int
+    grpo_prompts_per_step: int  # = num_groups: one prompt per opponent-skill bucket
+    grpo_num_generations: int
+    grpo_micro_batch_size: int  # episodes per forward/backward pass: lower it if out of memory
+    grpo_max_tokens_per_turn: int
+    grpo_max_episode_tokens: int
+    grpo_learning_rate: float
+    grpo_use_lora: bool
+    grpo_vllm_mode: str  # "" = transformers generate, "colocate" or "server"
 
     def as_table(self) -> dict:
         return asdict(self)
@@ -54,6 +70,20 @@ _BASE = Profile(
     max_concurrent=4,
     ttt_eval_games=40,
     ttt_max_tokens_per_turn=96,
+    sft_num_games=300,
+    sft_epochs=2,
+    sft_learning_rate=5e-5,
+    sft_batch_size=8,
+    sft_use_lora=False,
+    grpo_max_steps=15,
+    grpo_prompts_per_step=2,
+    grpo_num_generations=8,
+    grpo_micro_batch_size=4,
+    grpo_max_tokens_per_turn=48,
+    grpo_max_episode_tokens=320,
+    grpo_learning_rate=5e-6,
+    grpo_use_lora=False,
+    grpo_vllm_mode="",
 )
 
 PROFILES = {
@@ -68,6 +98,13 @@ PROFILES = {
         env_max_tokens=48,
         ttt_eval_games=4,
         ttt_max_tokens_per_turn=48,
+        sft_num_games=16,
+        sft_epochs=1,
+        grpo_max_steps=2,
+        grpo_num_generations=2,
+        grpo_micro_batch_size=2,
+        grpo_max_tokens_per_turn=24,
+        grpo_max_episode_tokens=120,
     ),
     "cpu": _BASE,
     "gpu": replace(
@@ -85,6 +122,19 @@ PROFILES = {
         max_concurrent=64,
         ttt_eval_games=200,
         ttt_max_tokens_per_turn=256,
+        sft_num_games=1000,
+        sft_epochs=2,
+        sft_learning_rate=2e-4,
+        sft_batch_size=16,
+        sft_use_lora=True,
+        grpo_max_steps=200,
+        grpo_prompts_per_step=32,  # 256 rollouts per step: the seed course found fewer unstable
+        grpo_micro_batch_size=8,
+        grpo_max_tokens_per_turn=256,
+        grpo_max_episode_tokens=1536,
+        grpo_learning_rate=1e-5,
+        grpo_use_lora=True,
+        grpo_vllm_mode="colocate",
     ),
     "full": replace(
         _BASE,
@@ -101,6 +151,19 @@ PROFILES = {
         max_concurrent=128,
         ttt_eval_games=500,
         ttt_max_tokens_per_turn=512,
+        sft_num_games=2000,
+        sft_epochs=2,
+        sft_learning_rate=2e-4,
+        sft_batch_size=32,
+        sft_use_lora=True,
+        grpo_max_steps=500,
+        grpo_prompts_per_step=64,
+        grpo_micro_batch_size=8,
+        grpo_max_tokens_per_turn=512,
+        grpo_max_episode_tokens=3072,
+        grpo_learning_rate=1e-5,
+        grpo_use_lora=True,
+        grpo_vllm_mode="server",
     ),
 }
 

@@ -234,7 +234,23 @@ def hf_generate_batch(trainer, prompts: list[list[int]], max_new_tokens: int):
 
 
 def vllm_generate_batch(trainer, prompts: list[list[int]], max_new_tokens: int):
-    """Sample with TRL's vLLM (colocate or server); returns real per-token sampling logprobs.
-    The per-turn limit is the trainer's max_completion_length."""
-    _, completion_ids, logprobs, _ = trainer.vllm_generation.generate(prompts=prompts, images=None, num_generations=1)
+    """Sample with TRL's vLLM and return the real per-token sampling logprobs.
+
+    Server mode (`full` profile): every training process asks the vLLM server on its own, so
+    processes whose games last a different number of turns never wait on each other. Colocate
+    mode (`gpu` profile, one process): TRL's colocated engine, which caps every turn at the
+    trainer's max_completion_length."""
+    generation = trainer.vllm_generation
+    if generation.mode == "server":
+        if getattr(generation, "vllm_client", None) is None:  # TRL connects the main process only
+            from trl.generation.vllm_client import VLLMClient
+
+            base_url = generation.server_base_url or f"http://{generation.server_host}:{generation.server_port}"
+            generation.vllm_client = VLLMClient(base_url=base_url, connection_timeout=generation.server_timeout)
+        output = generation.vllm_client.generate(
+            prompts=prompts, n=1, temperature=generation.temperature, top_p=generation.top_p,
+            max_tokens=max_new_tokens, logprobs=0)
+        completion_ids, logprobs = output["completion_ids"], output["logprobs"]
+    else:
+        _, completion_ids, logprobs, _ = generation.generate(prompts=prompts, images=None, num_generations=1)
     return [(ids, [token[0] for token in lps]) for ids, lps in zip(completion_ids, logprobs)]

@@ -1,0 +1,96 @@
+"""GRPO on a verifiers environment with TRL: the trainer, configured from a profile.
+
+The environment supplies everything task-specific (prompts, opponent, rewards) through
+`rollout_bridge`; this file only chooses the training knobs. The same function serves the
+notebook (`cpu`, `gpu`) and the multi-GPU script (`full`, see `course_lib/train_grpo.py`).
+"""
+
+import os
+from pathlib import Path
+
+from course_lib import rollout_bridge
+from course_lib.profiles import Profile
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
+
+# Why these: "dapo" normalizes the loss by the number of trained tokens in the batch, so long
+# and short games weigh per token, not per game (plain "grpo" favours short wrong answers);
+# scale_rewards="none" keeps advantages in reward units (Dr. GRPO): dividing by a group's std
+# would blow up groups that differ by a format bonus alone.
+LOSS_TYPE = "dapo"
+SCALE_REWARDS = "none"
+
+
+def grpo_config(profile: Profile, output_dir: Path, reward_weights: list[float], **overrides):
+    import torch
+    from trl import GRPOConfig
+
+    on_gpu = torch.cuda.is_available()
+    rollouts_per_step = profile.grpo_prompts_per_step * profile.grpo_num_generations
+    settings = dict(
+        output_dir=str(output_dir),
+        max_steps=profile.grpo_max_steps,
+        num_generations=profile.grpo_num_generations,
+        per_device_train_batch_size=profile.grpo_micro_batch_size,
+        gradient_accumulation_steps=rollouts_per_step // profile.grpo_micro_batch_size,
+        learning_rate=profile.grpo_learning_rate,
+        loss_type=LOSS_TYPE,
+        scale_rewards=SCALE_REWARDS,
+        reward_weights=reward_weights,
+        temperature=1.0,  # explore: every rollout of a group must be able to differ
+        top_p=1.0,
+        max_completion_length=profile.grpo_max_tokens_per_turn,
+        shuffle_dataset=False,  # keep the environment's stratified blocks (one bucket per prompt)
+        logging_steps=1,
+        save_steps=max(1, profile.grpo_max_steps // 4),
+        save_total_limit=2,
+        report_to="none",
+        seed=0,
+        use_cpu=not on_gpu,
+        bf16=on_gpu and torch.cuda.is_bf16_supported(),
+        gradient_checkpointing=on_gpu,
+        use_vllm=bool(profile.grpo_vllm_mode),
+        vllm_mode=profile.grpo_vllm_mode or "colocate",
+        vllm_gpu_memory_utilization=0.35,
+        vllm_enable_sleep_mode=False,  # it would re-push the weights every turn
+    )
+    settings.update(overrides)
+    return GRPOConfig(**settings)
+
+
+def lora_config(profile: Profile):
+    if not profile.grpo_use_lora:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM")
+
+
+def build_grpo_trainer(profile: Profile, env, model_path: str, output_dir: Path, stats: dict | None = None,
+                       callbacks=None, **config_overrides):
+    """A GRPOTrainer whose rollouts are full episodes of `env` and whose rewards are its rubric's."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOTrainer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    env.set_max_total_completion_tokens(profile.grpo_max_episode_tokens)
+    dataset = env.get_dataset()
+    reward_functions, reward_weights = rollout_bridge.trl_reward_functions(env)
+    generate_batch = rollout_bridge.vllm_generate_batch if profile.grpo_vllm_mode else rollout_bridge.hf_generate_batch
+    return GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(model_path),
+        processing_class=tokenizer,
+        reward_funcs=reward_functions,
+        args=grpo_config(profile, output_dir, reward_weights, **config_overrides),
+        train_dataset=rollout_bridge.trl_prompt_dataset(dataset),
+        peft_config=lora_config(profile),
+        rollout_func=rollout_bridge.make_rollout_func(
+            env, dataset, tokenizer, generate_batch, profile.grpo_max_tokens_per_turn, stats),
+        callbacks=callbacks,
+    )
+
+
+def latest_checkpoint(output_dir: Path) -> str | None:
+    """The newest checkpoint-N folder, to resume an interrupted run (None if there is none)."""
+    checkpoints = sorted(Path(output_dir).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    return str(checkpoints[-1]) if checkpoints else None
