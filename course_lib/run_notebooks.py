@@ -45,7 +45,9 @@ def run(prefixes: list[str]) -> int:
             times[path.name] = round(time.monotonic() - start, 1)
         nbformat.write(notebook, out / path.name)
         print(f"✓ {path.name}: {times[path.name]:.0f} s", flush=True)
-    (output_dir(profile) / "run_times.json").write_text(json.dumps(times, indent=2))
+    times_file = output_dir(profile) / "run_times.json"  # keep the times of notebooks not run now
+    recorded = json.loads(times_file.read_text()) if times_file.is_file() else {}
+    times_file.write_text(json.dumps({**recorded, **times}, indent=2, sort_keys=True))
     print(f"All {len(notebooks)} notebooks ran in {sum(times.values()) / 60:.1f} min:")
     for name, seconds in times.items():
         print(f"  {seconds:7.0f} s  {name}")
