@@ -27,12 +27,13 @@ def grpo_config(profile: Profile, output_dir: Path, reward_weights: list[float],
 
     on_gpu = torch.cuda.is_available()
     rollouts_per_step = profile.grpo_prompts_per_step * profile.grpo_num_generations
+    processes = int(os.environ.get("WORLD_SIZE", 1))  # set by accelerate launch
     settings = dict(
         output_dir=str(output_dir),
         max_steps=profile.grpo_max_steps,
         num_generations=profile.grpo_num_generations,
         per_device_train_batch_size=profile.grpo_micro_batch_size,
-        gradient_accumulation_steps=rollouts_per_step // profile.grpo_micro_batch_size,
+        gradient_accumulation_steps=max(1, rollouts_per_step // (profile.grpo_micro_batch_size * processes)),
         learning_rate=profile.grpo_learning_rate,
         loss_type=LOSS_TYPE,
         scale_rewards=SCALE_REWARDS,
@@ -90,7 +91,29 @@ def build_grpo_trainer(profile: Profile, env, model_path: str, output_dir: Path,
     )
 
 
+def save_final(trainer, path: Path) -> Path:
+    """Save a plain checkpoint that transformers serve and vLLM load (LoRA merged in)."""
+    model = trainer.model
+    if hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    model.save_pretrained(str(path))
+    trainer.processing_class.save_pretrained(str(path))
+    return Path(path)
+
+
 def latest_checkpoint(output_dir: Path) -> str | None:
     """The newest checkpoint-N folder, to resume an interrupted run (None if there is none)."""
     checkpoints = sorted(Path(output_dir).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
     return str(checkpoints[-1]) if checkpoints else None
+
+
+def training_environment(profile: Profile, seed: int = 0):
+    """The tic-tac-toe environment as GRPO sees it: opponent skill stratified over 0.2-0.7
+    (the seed course's first run), one skill bucket per prompt of a step, and at most 6
+    answers per game (5 moves finish any game; more only burns tokens on invalid answers)."""
+    from course_lib.envs.tictactoe import load_environment
+
+    return load_environment(
+        num_train_examples=profile.grpo_max_steps * profile.grpo_prompts_per_step,
+        num_eval_examples=0, min_random_move_prob=0.2, max_random_move_prob=0.7,
+        num_groups=profile.grpo_prompts_per_step, max_turns=6, seed=seed)

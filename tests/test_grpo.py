@@ -1,0 +1,89 @@
+"""GRPO wiring: configs per profile, stratified batches through TRL's sampler, two real steps."""
+
+import itertools
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from course_lib import grpo, rollout_bridge
+from course_lib.models import resolve_model
+from course_lib.profiles import PROFILES, get_profile
+from course_lib.scripted_client import read_board, scripted_answer
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_every_profile_builds_a_config_with_its_rollouts_per_step(name, tmp_path):
+    profile = PROFILES[name]
+    config = grpo.grpo_config(profile, tmp_path, [1.0, 0.2, -0.1])
+    assert config.per_device_train_batch_size * config.gradient_accumulation_steps == (
+        profile.grpo_prompts_per_step * profile.grpo_num_generations)
+    assert config.num_generations == profile.grpo_num_generations
+    assert (config.loss_type, config.scale_rewards, config.shuffle_dataset) == ("dapo", "none", False)
+    assert config.use_vllm == bool(profile.grpo_vllm_mode)
+
+
+def test_full_profile_launch_files_load():
+    accelerate = yaml.safe_load((Path(grpo.__file__).parent / "configs" / "accelerate_full.yaml").read_text())
+    assert accelerate["distributed_type"] == "MULTI_GPU" and accelerate["num_processes"] >= 1
+    assert PROFILES["full"].grpo_vllm_mode == "server"
+    help_text = subprocess.run([sys.executable, "-m", "course_lib.train_grpo", "--help"],
+                               capture_output=True, text=True, check=True).stdout
+    assert "accelerate launch" in help_text
+
+
+@pytest.fixture(scope="module")
+def smoke_trainer(tmp_path_factory):
+    profile = get_profile("smoke")
+    env = grpo.training_environment(profile)
+    stats = {}
+    trainer = grpo.build_grpo_trainer(profile, env, resolve_model(profile), tmp_path_factory.mktemp("grpo"), stats,
+                                      save_strategy="no")
+    return profile, env, trainer, stats
+
+
+def test_every_generation_batch_spans_every_opponent_skill_bucket(smoke_trainer):
+    """TRL's own sampler must keep the environment's stratified blocks (shuffle off)."""
+    profile, env, trainer, _ = smoke_trainer
+    buckets = [row["info"]["bucket"] for row in env.get_dataset()]
+    batch = profile.grpo_prompts_per_step * profile.grpo_num_generations
+    indices = list(itertools.islice(iter(trainer._get_train_sampler(trainer.train_dataset)), 4 * batch))
+    for start in range(0, len(indices), batch):
+        chunk = indices[start:start + batch]
+        assert sorted({buckets[i] for i in chunk}) == list(range(profile.grpo_prompts_per_step))
+        # each prompt appears num_generations times in a row: one group
+        assert all(len(set(chunk[g:g + profile.grpo_num_generations])) == 1
+                   for g in range(0, batch, profile.grpo_num_generations))
+
+
+def test_two_grpo_steps_on_groups_whose_rewards_differ_change_the_weights(smoke_trainer, monkeypatch):
+    """Real TRL steps on the embedded model. The first rollout of each group plays the scripted
+    expert and the second answers nonsense, so every group has reward spread."""
+    profile, env, trainer, stats = smoke_trainer
+    tokenizer = trainer.processing_class
+
+    def expert_or_nonsense(trainer_, prompts, max_new_tokens):
+        results = []
+        for i, ids in enumerate(prompts):
+            board = read_board(tokenizer.decode(ids).rsplit("<|im_start|>user", 1)[-1])
+            text = scripted_answer(board, "expert", random.Random(i)) if i % 2 == 0 else "I pass."
+            out = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            results.append((out, [0.0] * len(out)))
+        return results
+
+    rollout_func = rollout_bridge.make_rollout_func(
+        env, env.get_dataset(), tokenizer, expert_or_nonsense, profile.grpo_max_tokens_per_turn, stats)
+    monkeypatch.setattr(trainer, "rollout_func", rollout_func)
+    before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+    trainer.train()
+    logs = [row for row in trainer.state.log_history if "loss" in row]
+    assert len(logs) == 2
+    assert all(row["frac_reward_zero_std"] == 0.0 for row in logs)
+    assert all(row["rewards/any_invalid_move/mean"] == 0.5 for row in logs)  # the nonsense half
+    changed = [name for name, p in trainer.model.named_parameters() if not (p.detach() == before[name]).all()]
+    assert len(changed) > 0.9 * len(before)
+    json.dumps(trainer.state.log_history)  # the notebook saves it
