@@ -28,12 +28,16 @@ def grpo_config(profile: Profile, output_dir: Path, reward_weights: list[float],
     on_gpu = torch.cuda.is_available()
     rollouts_per_step = profile.grpo_prompts_per_step * profile.grpo_num_generations
     processes = int(os.environ.get("WORLD_SIZE", 1))  # set by accelerate launch
+    if rollouts_per_step % (profile.grpo_micro_batch_size * processes):
+        raise ValueError(f"{rollouts_per_step} rollouts per step do not split into micro-batches of "
+                         f"{profile.grpo_micro_batch_size} on {processes} processes: change "
+                         "grpo_prompts_per_step, grpo_micro_batch_size or the number of GPUs")
     settings = dict(
         output_dir=str(output_dir),
         max_steps=profile.grpo_max_steps,
         num_generations=profile.grpo_num_generations,
         per_device_train_batch_size=profile.grpo_micro_batch_size,
-        gradient_accumulation_steps=max(1, rollouts_per_step // (profile.grpo_micro_batch_size * processes)),
+        gradient_accumulation_steps=rollouts_per_step // (profile.grpo_micro_batch_size * processes),
         learning_rate=profile.grpo_learning_rate,
         loss_type=LOSS_TYPE,
         scale_rewards=SCALE_REWARDS,

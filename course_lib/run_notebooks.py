@@ -14,7 +14,6 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
 
 from course_lib.profiles import get_profile, output_dir
 
@@ -36,9 +35,9 @@ def run(prefixes: list[str]) -> int:
         try:
             NotebookClient(notebook, timeout=None, kernel_name="python3",
                            resources={"metadata": {"path": str(NOTEBOOKS_DIR)}}).execute()
-        except CellExecutionError as error:
+        except Exception as error:  # a failing cell, or a kernel that died (out of memory?)
             nbformat.write(notebook, out / path.name)
-            print(f"✗ {path.name} failed after {time.monotonic() - start:.0f} s; "
+            print(f"✗ {path.name} failed after {time.monotonic() - start:.0f} s ({type(error).__name__}); "
                   f"the executed copy is {out / path.name}\n{error}")
             return 1
         finally:

@@ -33,7 +33,8 @@ import re
 import sys
 import unicodedata
 from collections import Counter
-from functools import lru_cache
+from contextlib import contextmanager
+from functools import lru_cache, partial
 from pathlib import Path
 
 import verifiers as vf  # cheap: the classes load lazily on first use
@@ -301,13 +302,30 @@ def mcp_server_config() -> dict:
             "env": {"PYTHONPATH": str(REPO_ROOT)}, "description": "The course's tiny wiki"}
 
 
+@contextmanager
+def server_stderr_with_a_file_descriptor():
+    """verifiers starts MCP servers with mcp's `stdio_client`, whose `errlog` (the server's
+    stderr) defaults to `sys.stderr` as it was when mcp was imported. In Jupyter that is the
+    kernel's output stream, which has no file descriptor, and starting the server fails with
+    `UnsupportedOperation: fileno`. While the environment connects, give it Python's own stderr."""
+    from verifiers.legacy.envs.experimental import mcp_env
+
+    original = mcp_env.stdio_client
+    mcp_env.stdio_client = partial(original, errlog=sys.__stderr__)
+    try:
+        yield
+    finally:
+        mcp_env.stdio_client = original
+
+
 def load_mcp_environment(max_turns: int = 8, num_eval_examples: int = -1, seed: int = 0,
                          max_answer_words: int = MAX_ANSWER_WORDS, **kwargs) -> "vf.MCPEnv":
     """The wiki environment with its tools behind an MCP server. Building it starts the server
     (verifiers 0.3.1 connects in __init__); stop it with `await env.teardown_mcp_servers()`
     (verifiers otherwise only stops it when Python exits)."""
-    env = vf.MCPEnv(mcp_servers=[mcp_server_config()], max_turns=max_turns,
-                    **environment_kwargs(num_eval_examples, seed, max_answer_words), **kwargs)
+    with server_stderr_with_a_file_descriptor():
+        env = vf.MCPEnv(mcp_servers=[mcp_server_config()], max_turns=max_turns,
+                        **environment_kwargs(num_eval_examples, seed, max_answer_words), **kwargs)
     # MCPEnv learns its tools after ToolEnv.__init__ built the tool metrics, so it only counts
     # total_tool_calls; add the per-tool counts that vf.ToolEnv has.
     for name in env.tool_map:
@@ -339,16 +357,14 @@ def expert_turn(messages: list, answer: str) -> dict:
     if last_assistant is None:
         question = next(message_text(m) for m in reversed(messages) if m.get("role") == "user")
         return {"content": None, "tool_calls": [call("search_pages", query=question)]}
-    if last_calls == ["search_pages"]:
-        hit = re.search(r"page_id: ([a-z0-9-]+)", results[0] if results else "")
-        if hit:
-            return {"content": None, "tool_calls": [call("view_sections", page_id=hit.group(1))]}
-    elif last_calls == ["view_sections"]:
-        page_id = re.search(r"page_id: ([a-z0-9-]+)", results[0]).group(1)
+    hit = re.search(r"page_id: ([a-z0-9-]+)", results[0] if results else "")
+    if last_calls == ["search_pages"] and hit:
+        return {"content": None, "tool_calls": [call("view_sections", page_id=hit.group(1))]}
+    if last_calls == ["view_sections"] and hit:
         section_ids = re.findall(r"^- ([a-z0-9-]+):", results[0], flags=re.M)
-        return {"content": None, "tool_calls": [call("read_section", page_id=page_id, section_id=s)
+        return {"content": None, "tool_calls": [call("read_section", page_id=hit.group(1), section_id=s)
                                                  for s in section_ids]}
-    elif last_calls and all(name == "read_section" for name in last_calls):
+    if last_calls and all(name == "read_section" for name in last_calls):
         if any(f" {normalize(answer)} " in f" {normalize(text)} " for text in results):
             return {"content": f"The answer is {answer}.", "tool_calls": None}
     return {"content": "I could not find the answer.", "tool_calls": None}

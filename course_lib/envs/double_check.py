@@ -1,0 +1,205 @@
+"""double-check: a multi-turn verifiers environment.
+
+The model answers a short math question; the environment then asks "Are you sure?" once,
+and the model answers again. The rollout ends after that second answer, and only the FINAL
+answer is scored:
+
+    turn 1  system + user: question        -> model: first answer
+    turn 2  user: "Are you sure?"          -> model: final answer  (then a @vf.stop ends it)
+
+    reward  = 1.0 if the final answer equals the integer answer, else 0.0
+    metrics = first_answer_correct, changed_answer, used_boxed (weight 0: logged, not rewarded)
+
+Does being asked to double-check help, or does the model talk itself out of right answers?
+The metrics answer that. The file is self-contained: copy it and change the data, the
+follow-up question or the reward.
+
+    import verifiers as vf
+    env = vf.load_environment("double-check")      # after `pip install -e .` of the course
+    # or, without installing: from course_lib.envs.double_check import load_environment
+
+Data: data/double_check.jsonl in the course repository, rows {"id", "question", "answer"}
+(the answer is an integer written as a string).
+"""
+
+import json
+import random
+import re
+from pathlib import Path
+
+import verifiers as vf
+from datasets import Dataset
+
+# The repository root is the parent of course_lib/ (this file is course_lib/envs/double_check.py).
+DATA_FILE = Path(__file__).resolve().parents[2] / "data" / "double_check.jsonl"
+
+SYSTEM_PROMPT = (
+    "Solve the math problem. Think step by step in a few short sentences, then give the final "
+    "answer as a whole number in \\boxed{}, for example: The answer is \\boxed{42}."
+)
+ARE_YOU_SURE = "Are you sure?"
+
+
+# ---------------------------------------------------------------- data
+
+def load_rows(path: Path = DATA_FILE) -> list[dict]:
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} not found. This environment reads the course's data/ folder: run it from "
+            "a clone of the course repository (pip install -e . there), or pass data_path=."
+        )
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def to_example(row: dict) -> dict:
+    return {"question": row["question"], "answer": str(row["answer"]), "info": {"id": row["id"]}}
+
+
+# ---------------------------------------------------------------- parsing the answer
+# Small models rarely follow the format, so we look in three places, in this order:
+#   1. the last \boxed{...}          (what the prompt asks for; what math-tuned models write)
+#   2. the last <answer>...</answer>  (the other common convention)
+#   3. the last number in the reply   ("... so the answer is 26.")
+# and read the last number inside the chosen span. "1,200" -> "1200", "-7" -> "-7",
+# "26.0" -> "26"; a minus sign glued to a previous number is subtraction ("70-22" -> 70, 22).
+
+BOXED = re.compile(r"\\boxed\s*\{([^{}]*)\}")
+ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+NUMBER = re.compile(r"(?<![\w.,])[-\u2212]?\d[\d,]*(?:\.\d+)?")
+
+
+def canonical_number(token: str) -> str:
+    """Write a number one way: 1,200 -> 1200, −7 -> -7, 026.50 -> 26.5, -0 -> 0.
+    Only string operations (no int() or float()), so a 10,000-digit number cannot raise or round.
+    """
+    token = token.replace("\u2212", "-").replace(",", "")
+    sign, digits = ("-", token[1:]) if token.startswith("-") else ("", token)
+    whole, _, fraction = digits.partition(".")
+    whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
+    if whole == "0" and not fraction:
+        sign = ""
+    return sign + whole + ("." + fraction if fraction else "")
+
+
+def last_number(text: str) -> str | None:
+    """The last number in `text`, written canonically, or None."""
+    numbers = NUMBER.findall(text)
+    return canonical_number(numbers[-1]) if numbers else None
+
+
+def extract_answer(text: str) -> str | None:
+    """The model's answer in one reply (see the rules above), or None if it gave no number."""
+    for pattern in (BOXED, ANSWER_TAG):
+        spans = pattern.findall(text)
+        if spans:
+            number = last_number(spans[-1])
+            if number is not None:
+                return number
+    return last_number(text)
+
+
+# ---------------------------------------------------------------- rewards
+# The parser applies extract_answer to the LAST assistant message of a conversation.
+PARSER = vf.Parser(extract_fn=extract_answer)
+
+
+def replies(completion: vf.Messages) -> list[str]:
+    """The text of each model reply in a conversation."""
+    return [str((m["content"] if isinstance(m, dict) else m.content) or "")
+            for m in PARSER.get_assistant_messages(completion)]
+
+
+def final_answer(completion: vf.Messages, state: vf.State) -> str | None:
+    """The answer after "Are you sure?"; a second reply without any number keeps the first."""
+    last = PARSER.parse_answer(completion)
+    return last if last is not None else state.get("first_answer")
+
+
+# Reward functions name the arguments they need (completion, answer, state, prompt, info, ...);
+# the rubric passes exactly those.
+
+def correct_answer(completion, answer, state) -> float:
+    return float(final_answer(completion, state) == answer)
+
+
+def first_answer_correct(answer, state) -> float:
+    return float(state.get("first_answer") == answer)
+
+
+def changed_answer(completion, state) -> float:
+    return float(final_answer(completion, state) != state.get("first_answer"))
+
+
+def used_boxed(completion) -> float:
+    """Share of the model's replies with a \\boxed{} answer (format compliance)."""
+    texts = replies(completion)
+    return sum(bool(BOXED.search(text)) for text in texts) / len(texts) if texts else 0.0
+
+
+# ---------------------------------------------------------------- environment
+
+class DoubleCheckEnv(vf.MultiTurnEnv):
+    """Ask the question, reply "Are you sure?" once, stop after the second answer.
+
+    `state` is one rollout's dictionary. verifiers fills it before the first turn (the dataset
+    row: prompt, answer, info; the client and model; an empty `trajectory`, where each model
+    turn is appended) and passes it to every hook below and to the rubric. Anything we store in
+    it travels with the rollout; `evaluate(..., state_columns=["first_answer"])` copies a key
+    into the results.
+    """
+
+    async def setup_state(self, state: vf.State) -> vf.State:
+        # Runs once per rollout, before the model is called: our own bookkeeping goes here.
+        state["first_answer"] = None  # filled in by env_response after the first reply
+        return state
+
+    async def env_response(self, messages: vf.Messages, state: vf.State, **kwargs) -> vf.Messages:
+        # Runs after each model turn that does not end the rollout: here, only after the first.
+        # `messages` is the conversation so far; its last message is the model's first reply.
+        state["first_answer"] = self.parser.parse_answer(messages)
+        return [vf.UserMessage(content=ARE_YOU_SURE)]
+
+    @vf.stop
+    async def answered_twice(self, state: vf.State) -> bool:
+        # Checked before every model turn; True ends the rollout (and names its stop_condition).
+        return len(state["trajectory"]) >= 2
+
+
+def load_environment(
+    num_train_examples: int = -1,
+    num_eval_examples: int = 100,
+    seed: int = 0,
+    data_path: str | None = None,
+    system_prompt: str = SYSTEM_PROMPT,
+    **kwargs,
+) -> vf.MultiTurnEnv:
+    """The double-check environment.
+
+    The rows are shuffled with `seed`; the first `num_eval_examples` are the evaluation set,
+    the next `num_train_examples` (-1: all the rest) the training set, so the two never overlap.
+    Extra keyword arguments go to DoubleCheckEnv (vf.MultiTurnEnv), e.g. timeout_seconds.
+    """
+    examples = [to_example(row) for row in load_rows(Path(data_path) if data_path else DATA_FILE)]
+    random.Random(seed).shuffle(examples)
+    if not 0 < num_eval_examples < len(examples):
+        raise ValueError(f"num_eval_examples must be between 1 and {len(examples) - 1}")
+    eval_examples, train_examples = examples[:num_eval_examples], examples[num_eval_examples:]
+    if num_train_examples >= 0:
+        train_examples = train_examples[:num_train_examples]
+    dataset, eval_dataset = Dataset.from_list(train_examples), Dataset.from_list(eval_examples)
+
+    rubric = vf.Rubric(
+        funcs=[correct_answer, first_answer_correct, changed_answer, used_boxed],
+        weights=[1.0, 0.0, 0.0, 0.0],  # only the final answer is rewarded; the rest are metrics
+        parser=PARSER,
+    )
+
+    return DoubleCheckEnv(
+        dataset=dataset,
+        eval_dataset=eval_dataset,
+        system_prompt=system_prompt,
+        parser=PARSER,
+        rubric=rubric,
+        **kwargs,
+    )

@@ -1,0 +1,187 @@
+"""The tic-tac-toe evaluation harness: W/D/L with 95% Wilson intervals, through the environment.
+
+`evaluate_player(client, model, name, games)` plays `games` games against the random opponent
+(random_move_prob 1.0) and `games` against the optimal one (0.0), the model starting in half
+of each, with the environment's ordinary `evaluate`. Any verifiers client works: a local
+server (`model_client(server)`), an API, or `ScriptedClient("expert" | "random")`, so the
+baselines run through exactly the code that scores the model. It returns a tidy table (one
+row per opponent), a table of games, and writes every transcript to JSONL.
+
+The games are fixed by `seed`: every player meets the same opponents in the same openings,
+and later notebooks compare against these numbers with the same seed.
+"""
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import verifiers as vf
+
+from course_lib.envs.tictactoe import GAME_STATE_COLUMNS, TicTacToeEnv, load_environment
+
+OPPONENTS = {"random": 1.0, "optimal": 0.0}  # opponent name -> random_move_prob
+EVAL_SEED = 0
+# The environment's default cap: a game needs at most 5 answers, 6 allows one or two retries.
+# A model that rambles without a move costs max_turns x max_tokens per game: most of the CPU time.
+EVAL_MAX_TURNS = 6
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval for a proportion (95% for z=1.96); (0, 1) when n is 0.
+
+    Unlike p ± z·sqrt(p(1-p)/n), it stays inside [0, 1] and is not zero-width at 0/n or n/n.
+    """
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+# --- Clients -------------------------------------------------------------------------------
+
+class LocalServerClient(vf.OpenAIChatCompletionsClient):
+    """verifiers' chat client with two fixes for `transformers serve` (5.17, with verifiers 0.3.1).
+
+    1. verifiers sends `max_tokens` as `max_completion_tokens`, which transformers serve ignores
+       (it then generates up to 1024 tokens per turn): we send `max_tokens` as well.
+    2. verifiers sends earlier assistant turns with `"tool_calls": null`, on which transformers
+       serve fails with HTTP 500 (TypeError), so any multi-turn game breaks: we drop null fields.
+    `model_client(server)` uses it for `transformers serve` only: OpenAI's reasoning models
+    refuse `max_tokens`, so APIs (and vLLM) get the plain client.
+    """
+
+    async def to_native_prompt(self, messages):
+        native, extra = await super().to_native_prompt(messages)
+        return [{key: value for key, value in message.items() if value is not None} for message in native], extra
+
+    async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs):
+        if sampling_args.get("max_tokens") is not None:
+            extra_body = {"max_tokens": sampling_args["max_tokens"], **(sampling_args.get("extra_body") or {})}
+            sampling_args = {**sampling_args, "extra_body": extra_body}
+        return await super().get_native_response(prompt, model, sampling_args, tools, **kwargs)
+
+
+def model_client(server) -> vf.Client:
+    """The verifiers client for a course_lib.serving.Server: LocalServerClient on a local
+    `transformers serve`, the plain `server.client` on vLLM and APIs."""
+    client = server.client
+    process = getattr(server, "process", None)
+    if process is not None and "transformers" in map(str, process.args):
+        return LocalServerClient(client.client)
+    return client
+
+
+def turn_sampling_args(profile, **overrides) -> dict:
+    """Sampling for one model turn: the profile's token budget per turn (temperature: the server's default)."""
+    return {"max_tokens": profile.ttt_max_tokens_per_turn, **overrides}
+
+
+# --- Games ---------------------------------------------------------------------------------
+
+def eval_environment(opponent: str, games: int, seed: int = EVAL_SEED, max_turns: int = EVAL_MAX_TURNS) -> TicTacToeEnv:
+    """The environment whose eval set is `games` games against `opponent`, the model starting
+    in ceil(games/2) of them: the first rows of each kind from a seeded pool."""
+    prob = OPPONENTS[opponent]
+    pool = 3 * games + 20  # who starts is a coin flip per row, so this has enough of each kind
+    env = load_environment(num_train_examples=0, num_eval_examples=pool, min_random_move_prob=prob,
+                           max_random_move_prob=prob, num_groups=1, max_turns=max_turns, seed=seed)
+    starts = [info["model_starts"] for info in env.eval_dataset["info"]]
+    first = [i for i, s in enumerate(starts) if s][: (games + 1) // 2]
+    second = [i for i, s in enumerate(starts) if not s][: games // 2]
+    assert len(first) + len(second) == games, "the pool is too small"
+    env.eval_dataset = env.eval_dataset.select(sorted(first + second))
+    return env
+
+
+def outcome(winner: str | None) -> str:
+    return {"X": "win", "O": "loss", "draw": "draw"}.get(winner, "unfinished")
+
+
+def game_rows(outputs: list[dict], player: str, opponent: str) -> list[dict]:
+    rows = []
+    for out in outputs:
+        usage = out.get("token_usage") or {}
+        rows.append({
+            "player": player, "opponent": opponent, "example_id": out["example_id"],
+            "game_seed": out["game_seed"], "model_starts": out["model_starts"],
+            "result": outcome(out["winner"]), "reward": out["reward"],
+            "model_turns": out["model_turns"], "well_formed_turns": out["well_formed_turns"],
+            "invalid_moves": out["invalid_moves"], "completion_tokens": usage.get("output_tokens", 0.0),
+            "error": (out.get("error") or {}).get("error_chain_repr"), "stop_condition": out.get("stop_condition"),
+        })
+    return rows
+
+
+def summarize(games: pd.DataFrame) -> pd.DataFrame:
+    """One row per (player, opponent): rates with 95% Wilson intervals and N."""
+    rows = []
+    for (player, opponent), g in games.groupby(["player", "opponent"], sort=False):
+        n = len(g)
+        row = {"player": player, "opponent": opponent, "games": n, "model_first": int(g["model_starts"].sum())}
+        for result in ("win", "draw", "loss", "unfinished"):
+            k = int((g["result"] == result).sum())
+            row[result] = k / n
+            row[f"{result}_lo"], row[f"{result}_hi"] = wilson_interval(k, n)
+        turns = g["model_turns"].sum()
+        row["format_compliance"] = g["well_formed_turns"].sum() / turns if turns else float("nan")
+        row["invalid_per_move"] = g["invalid_moves"].sum() / turns if turns else float("nan")
+        row["games_with_invalid"] = float((g["invalid_moves"] > 0).mean())
+        tokens = g["completion_tokens"].mean()
+        row["tokens_per_game"] = tokens if tokens > 0 else float("nan")  # scripted players generate none
+        row["mean_reward"] = g["reward"].mean()
+        row["errors"] = int(g["error"].notna().sum())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+@dataclass
+class EvalResult:
+    summary: pd.DataFrame  # one row per opponent
+    games: pd.DataFrame  # one row per game
+    transcripts: list[Path]
+
+
+async def evaluate_player(client: vf.Client, model: str, player: str, games: int, *,
+                          sampling_args: dict | None = None, max_concurrent: int = 4,
+                          opponents=tuple(OPPONENTS), seed: int = EVAL_SEED,
+                          max_turns: int = EVAL_MAX_TURNS, out_dir: Path | None = None) -> EvalResult:
+    """Play `games` games against each opponent through the environment's `evaluate`."""
+    all_rows, paths = [], []
+    for opponent in opponents:
+        env = eval_environment(opponent, games, seed=seed, max_turns=max_turns)
+        results = await env.evaluate(client, model, sampling_args=sampling_args, num_examples=-1,
+                                     rollouts_per_example=1, max_concurrent=max_concurrent,
+                                     state_columns=GAME_STATE_COLUMNS)
+        outputs = results["outputs"]
+        all_rows += game_rows(outputs, player, opponent)
+        if out_dir is not None:
+            paths.append(save_transcripts(outputs, Path(out_dir) / f"transcripts_{player}_{opponent}.jsonl",
+                                          player=player, opponent=opponent, seed=seed))
+    table = pd.DataFrame(all_rows)
+    summary = summarize(table)
+    summary["seed"], summary["max_turns"] = seed, max_turns
+    summary["max_tokens_per_turn"] = (sampling_args or {}).get("max_tokens")
+    return EvalResult(summary=summary, games=table, transcripts=paths)
+
+
+def save_transcripts(outputs: list[dict], path: Path, **fields) -> Path:
+    """One JSON line per game: who played, the result, the moves and every message."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        for out in outputs:
+            conversation = (out["prompt"] or []) + (out["completion"] or [])
+            messages = [{"role": m["role"], "content": m["content"]} for m in conversation]
+            record = {**fields, "example_id": out["example_id"], "info": out.get("info"),
+                      "result": outcome(out["winner"]), "reward": out["reward"], "metrics": out["metrics"],
+                      "moves": out["moves"], "error": (out.get("error") or {}).get("error_chain_repr"),
+                      "messages": messages}
+            f.write(json.dumps(record) + "\n")
+    return path
+
+
+def load_transcripts(path: Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]

@@ -1,0 +1,85 @@
+"""Scripted tic-tac-toe players behind the same verifiers client interface as a model.
+
+`ScriptedClient("expert")` answers `<think>reason</think><move>N</move>` with the scripted
+expert of `course_lib.tictactoe_game`; `ScriptedClient("random")` answers `<move>N</move>`
+with a uniformly random empty cell. Both read the board from the last user message, exactly
+what a model sees, so `env.evaluate(ScriptedClient("expert"), model="expert", ...)` runs the
+real environment end to end: the harness and the environment are checked against players
+whose results we know (the expert never loses). Replies are seeded by the conversation so
+far, so a rerun plays the same games. No tokens are generated, so no usage is reported.
+"""
+
+import hashlib
+import random
+import re
+import time
+
+import verifiers as vf
+
+from course_lib.tictactoe_game import expert_move, is_over, legal_moves
+
+PLAYERS = ("expert", "random")
+_ROW = re.compile(r"^ ?([XO0-8]) \| ([XO0-8]) \| ([XO0-8]) ?$", re.MULTILINE)
+
+
+def read_board(text: str) -> list | None:
+    """The last board drawn in `text` by tictactoe_game.render, or None if there is none."""
+    rows = _ROW.findall(text)
+    if len(rows) < 3:
+        return None
+    cells = [cell for row in rows[-3:] for cell in row]
+    return [cell if cell in ("X", "O") else None for cell in cells]
+
+
+def scripted_answer(board, policy: str, rng: random.Random, player: str = "X") -> str:
+    if policy == "expert":
+        move, reason = expert_move(board, player, rng)
+        return f"<think>{reason}</think>\n<move>{move}</move>"
+    return f"<move>{rng.choice(legal_moves(board))}</move>"
+
+
+def _text(message) -> str:
+    content = message.get("content") if isinstance(message, dict) else getattr(message, "content", None)
+    return content if isinstance(content, str) else ""
+
+
+def _role(message) -> str | None:
+    return message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
+
+
+class ScriptedClient(vf.Client):
+    """A verifiers Client whose "model" is a scripted player: 'expert' or 'random'."""
+
+    def __init__(self, policy: str = "expert", seed: int = 0):
+        if policy not in PLAYERS:
+            raise ValueError(f"policy must be one of {PLAYERS}, got {policy!r}")
+        super().__init__(None)  # no underlying API client
+        self.policy, self.seed = policy, seed
+
+    def setup_client(self, config):
+        return None
+
+    async def to_native_tool(self, tool):
+        return tool
+
+    async def to_native_prompt(self, messages):
+        return messages, {}
+
+    async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs) -> str:
+        last_user = next((_text(m) for m in reversed(prompt) if _role(m) == "user"), "")
+        board = read_board(last_user)
+        if board is None or is_over(board):
+            return "I cannot find a board to play on."
+        conversation = "\n".join(_text(m) for m in prompt)
+        digest = hashlib.sha256(f"{self.seed}:{conversation}".encode()).hexdigest()
+        return scripted_answer(board, self.policy, random.Random(digest))
+
+    async def raise_from_native_response(self, response) -> None:
+        return None
+
+    async def from_native_response(self, response: str) -> vf.Response:
+        message = vf.ResponseMessage(content=response, finish_reason="stop", is_truncated=False)
+        return vf.Response(id="scripted", created=int(time.time()), model=self.policy, message=message)
+
+    async def close(self) -> None:
+        return None

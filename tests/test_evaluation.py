@@ -1,0 +1,203 @@
+"""Tests for course_lib/evaluation.py and course_lib/scripted_client.py: intervals, the harness, the clients.
+
+The harness is checked with players whose results are known: the scripted expert never loses
+(against any opponent), a random player never beats the optimal opponent.
+"""
+
+import asyncio
+import json
+import random
+
+import pytest
+import verifiers as vf
+from openai import AsyncOpenAI
+
+import course_lib.evaluation as evaluation
+from course_lib.evaluation import (
+    LocalServerClient, eval_environment, evaluate_player, load_transcripts, wilson_interval,
+)
+from course_lib.scripted_client import ScriptedClient, read_board
+from course_lib.tictactoe_game import is_over, legal_moves, render
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+# --- Wilson interval ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("k, n, low, high", [
+    (0, 10, 0.0, 0.2775),
+    (10, 10, 0.7225, 1.0),
+    (5, 10, 0.2366, 0.7634),
+])
+def test_wilson_interval_known_values(k, n, low, high):
+    """Catches: the Wald interval (zero width at 0/n) or a wrong z."""
+    lo, hi = wilson_interval(k, n)
+    assert lo == pytest.approx(low, abs=1e-4) and hi == pytest.approx(high, abs=1e-4)
+
+
+@pytest.mark.parametrize("k, n", [(1, 40), (36, 40), (3, 7), (0, 4)])
+def test_wilson_bounds_solve_the_score_equation(k, n):
+    """The interval is every p with (k/n - p)^2 <= z^2 p (1 - p) / n: its ends are the two roots."""
+    z2, p_hat = 1.96**2, k / n
+    a, b, c = 1 + z2 / n, -(2 * p_hat + z2 / n), p_hat**2
+    root = (b * b - 4 * a * c) ** 0.5
+    assert wilson_interval(k, n) == pytest.approx(((-b - root) / (2 * a), (-b + root) / (2 * a)), abs=1e-12)
+
+
+def test_wilson_interval_is_symmetric_contains_the_estimate_and_shrinks_with_n():
+    for n in (1, 7, 40):
+        for k in range(n + 1):
+            lo, hi = wilson_interval(k, n)
+            assert 0 <= lo <= k / n <= hi <= 1
+            assert (lo, hi) == pytest.approx(tuple(1 - x for x in reversed(wilson_interval(n - k, n))))
+    width = lambda k, n: wilson_interval(k, n)[1] - wilson_interval(k, n)[0]
+    assert width(20, 40) < width(5, 10)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+
+
+# --- Scripted players ----------------------------------------------------------------------------
+
+def test_read_board_reads_back_every_rendered_board():
+    rng = random.Random(0)
+    for _ in range(200):
+        board = [rng.choice(["X", "O", None]) for _ in range(9)]
+        assert read_board(f"You played 3.\n\n{render(board)}\n\nYour move.") == board
+    assert read_board("no board here") is None
+
+
+def test_read_board_takes_the_last_board_in_a_message():
+    first, last = [None] * 9, ["X"] + [None] * 8
+    assert read_board(render(first) + "\n\n" + render(last)) == last
+
+
+def test_scripted_client_answers_like_a_model_through_the_client_interface():
+    """get_response is the method environments call: the answer must be a legal, well-formed move."""
+    board = ["X", None, "O", None, None, None, None, None, None]
+    prompt = [vf.UserMessage(content=f"{render(board)}\n\nYour move.")]
+    for policy in ("expert", "random"):
+        response = run(ScriptedClient(policy).get_response(prompt, model=policy, sampling_args={}))
+        text = response.message.content
+        assert text.rstrip().endswith("</move>")
+        cell = int(text.split("<move>")[1].split("</move>")[0])
+        assert cell in legal_moves(board)
+        assert ("<think>" in text) == (policy == "expert")
+
+
+# --- Local server client fixes ------------------------------------------------------------------
+
+def test_local_server_client_sends_max_tokens_and_drops_null_fields(monkeypatch):
+    """Catches: transformers serve ignoring max_completion_tokens (1024 tokens per turn) and its
+    HTTP 500 on "tool_calls": null in earlier assistant turns."""
+    sent = {}
+
+    async def fake_post(client, path, *, body, extra_headers=None):
+        sent.update(body)
+        raise RuntimeError("stop here")
+
+    import verifiers.legacy.clients.openai_chat_completions_client as chat_module
+
+    monkeypatch.setattr(chat_module, "post_chat_completion_with_routed_experts_sidecar", fake_post)
+    client = LocalServerClient(AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x"))
+    prompt = [vf.UserMessage(content="hi"), vf.AssistantMessage(content="<move>4</move>"),
+              vf.UserMessage(content="again")]
+    with pytest.raises(vf.ModelError):
+        run(client.get_response(prompt, model="m", sampling_args={"max_tokens": 7}))
+    assert sent["max_tokens"] == 7 and sent["max_completion_tokens"] == 7
+    assert all(None not in message.values() for message in sent["messages"])
+    assert "tool_calls" not in sent["messages"][1]
+
+
+def test_model_client_fixes_transformers_serve_only():
+    """Catches: the max_tokens field reaching an OpenAI reasoning model (it refuses it)."""
+    from types import SimpleNamespace
+
+    from course_lib.evaluation import model_client
+    from course_lib.serving import Server
+
+    def server(args):
+        return Server(base_url="http://127.0.0.1:9/v1", model="m", process=SimpleNamespace(args=args) if args else None)
+
+    launcher = ["python", "-c", "...", "1"]
+    assert type(model_client(server(launcher + ["transformers", "serve", "dir"]))) is LocalServerClient
+    assert type(model_client(server(launcher + ["vllm", "serve", "dir"]))) is vf.OpenAIChatCompletionsClient
+    assert type(model_client(server(None))) is vf.OpenAIChatCompletionsClient
+
+
+# --- The harness ---------------------------------------------------------------------------------
+
+def test_eval_environment_has_n_games_against_one_opponent_with_the_model_starting_half():
+    """Catches: unbalanced starts (a first-move advantage mistaken for skill) or mixed opponents."""
+    for opponent, prob in evaluation.OPPONENTS.items():
+        for games in (4, 7, 40):
+            rows = eval_environment(opponent, games).get_eval_dataset().to_list()
+            assert len(rows) == games
+            assert sum(r["info"]["model_starts"] for r in rows) == (games + 1) // 2
+            assert {r["info"]["random_move_prob"] for r in rows} == {prob}
+    rows = lambda **kwargs: eval_environment("random", 10, **kwargs).get_eval_dataset().to_list()
+    assert rows() == rows()
+    assert rows(seed=1) != rows()
+
+
+@pytest.fixture(scope="module")
+def expert_result(tmp_path_factory):
+    out = tmp_path_factory.mktemp("eval")
+    return run(evaluate_player(ScriptedClient("expert"), "expert", "expert", 40, out_dir=out))
+
+
+def test_the_expert_never_loses_and_beats_the_random_opponent_mostly(expert_result):
+    """Catches: a harness or environment that scores games wrongly (the expert's results are known)."""
+    summary = expert_result.summary.set_index("opponent")
+    assert list(summary.index) == ["random", "optimal"] and (summary["games"] == 40).all()
+    assert (summary["loss"] == 0).all() and (summary["unfinished"] == 0).all()
+    assert summary.loc["optimal", "draw"] == 1.0
+    assert summary.loc["random", "win"] >= 0.8
+    assert (summary["format_compliance"] == 1.0).all() and (summary["invalid_per_move"] == 0).all()
+    assert (summary["games_with_invalid"] == 0).all() and (summary["errors"] == 0).all()
+
+
+def test_summary_rates_add_up_and_intervals_contain_them(expert_result):
+    summary = expert_result.summary
+    total = summary[["win", "draw", "loss", "unfinished"]].sum(axis=1)
+    assert total.to_numpy() == pytest.approx([1.0, 1.0])
+    for result in ("win", "draw", "loss"):
+        assert (summary[f"{result}_lo"] <= summary[result]).all() and (summary[result] <= summary[f"{result}_hi"]).all()
+    assert (summary["model_first"] == 20).all()
+
+
+def test_transcripts_are_saved_one_game_per_line(expert_result):
+    assert len(expert_result.transcripts) == 2
+    for path in expert_result.transcripts:
+        records = load_transcripts(path)
+        assert len(records) == 40
+        record = records[0]
+        assert record["player"] == "expert" and record["result"] in ("win", "draw")
+        assert [m["role"] for m in record["messages"][:2]] == ["system", "user"]
+        assert record["messages"][-1]["content"].count("Game over") == 1
+        json.dumps(record)
+
+
+def test_the_random_player_never_beats_the_optimal_opponent_and_plays_plausibly_against_random():
+    """Random vs random: X moving first wins about 58%, second about 29% (about 44% at 50/50)."""
+    result = run(evaluate_player(ScriptedClient("random"), "random", "random", 40))
+    summary = result.summary.set_index("opponent")
+    assert summary.loc["optimal", "win"] == 0 and summary.loc["optimal", "loss"] >= 0.6
+    assert 0.2 <= summary.loc["random", "win"] <= 0.7 and summary.loc["random", "loss"] >= 0.1
+    assert (summary["invalid_per_move"] == 0).all()
+
+
+def test_the_same_seed_replays_the_same_games():
+    """Catches: unseeded opponents or players (results that cannot be reproduced)."""
+    a = run(evaluate_player(ScriptedClient("random"), "random", "random", 10)).games
+    b = run(evaluate_player(ScriptedClient("random"), "random", "random", 10)).games
+    assert a.drop(columns=["completion_tokens"]).equals(b.drop(columns=["completion_tokens"]))
+
+
+def test_every_game_through_the_harness_ends(expert_result):
+    for record in load_transcripts(expert_result.transcripts[0]):
+        cells = [None] * 9
+        for player, cell in record["moves"]:
+            assert cells[cell] is None
+            cells[cell] = player
+        assert is_over(cells)
