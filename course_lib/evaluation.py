@@ -38,7 +38,8 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
     p = successes / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # min/max: rounding must not leave p itself outside (at 0/n or n/n), or error bars go negative
+    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
 
 
 # --- Clients -------------------------------------------------------------------------------
@@ -144,6 +145,13 @@ class EvalResult:
     games: pd.DataFrame  # one row per game
     transcripts: list[Path]
 
+    @staticmethod
+    def concat(results: list["EvalResult"]) -> "EvalResult":
+        """One result from several runs (e.g. one per opponent, run in separate cells)."""
+        return EvalResult(summary=pd.concat([r.summary for r in results], ignore_index=True),
+                          games=pd.concat([r.games for r in results], ignore_index=True),
+                          transcripts=[path for r in results for path in r.transcripts])
+
 
 async def evaluate_player(client: vf.Client, model: str, player: str, games: int, *,
                           sampling_args: dict | None = None, max_concurrent: int = 4,
@@ -185,3 +193,51 @@ def save_transcripts(outputs: list[dict], path: Path, **fields) -> Path:
 
 def load_transcripts(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+# --- Plots ---------------------------------------------------------------------------------------
+
+RESULT_COLORS = {"win": "#2e7d32", "draw": "#9e9e9e", "unfinished": "#e0e0e0", "loss": "#c62828"}
+
+
+def plot_wdl(summary: pd.DataFrame, title: str, best_win_vs_random: float | None = None):
+    """Win/draw/unfinished/loss stacked bars, one panel per opponent, one bar per player.
+
+    Whiskers: 95% Wilson intervals of the win rate (left edge) and of the loss rate (right edge);
+    N is written next to each bar. Returns the figure.
+    """
+    import matplotlib.pyplot as plt
+
+    players = list(dict.fromkeys(summary["player"]))
+    opponents = [o for o in OPPONENTS if o in set(summary["opponent"])]
+    fig, axes = plt.subplots(1, len(opponents), figsize=(5.5 * len(opponents), 0.6 * len(players) + 1.7),
+                             sharey=True, squeeze=False)
+    for ax, opponent in zip(axes[0], opponents):
+        rows = summary[summary["opponent"] == opponent].set_index("player").reindex(players)
+        left = pd.Series(0.0, index=players)
+        for result, color in RESULT_COLORS.items():
+            ax.barh(players, rows[result].fillna(0), left=left, color=color, edgecolor="white", label=result)
+            for y, (player, row) in enumerate(rows.iterrows()):
+                if row[result] >= 0.12:
+                    ax.text(left[player] + row[result] / 2, y, f"{row[result]:.0%}", ha="center", va="center",
+                            fontsize=8, color="white" if result in ("win", "loss") else "black")
+            left += rows[result].fillna(0)
+        y = range(len(players))
+        ax.errorbar(rows["win"], y, xerr=[rows["win"] - rows["win_lo"], rows["win_hi"] - rows["win"]],
+                    fmt="none", ecolor="black", capsize=3, lw=1)
+        ax.errorbar(1 - rows["loss"], y, xerr=[rows["loss_hi"] - rows["loss"], rows["loss"] - rows["loss_lo"]],
+                    fmt="none", ecolor="black", capsize=3, lw=1)
+        for i, n in enumerate(rows["games"]):
+            ax.text(1.02, i, "" if pd.isna(n) else f"N={int(n)}", va="center", fontsize=8)
+        if opponent == "random" and best_win_vs_random is not None:
+            ax.axvline(best_win_vs_random, color="black", ls="--", lw=1,
+                       label=f"best never-losing win rate ({best_win_vs_random:.1%})")
+        ax.set_xlim(0, 1.12)
+        ax.set_xticks([0, 0.25, 0.5, 0.75, 1], ["0%", "25%", "50%", "75%", "100%"])
+        ax.set_title(f"against the {opponent} opponent", fontsize=10)
+    axes[0][0].invert_yaxis()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, ncol=5, fontsize=8, loc="lower center", frameon=False)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    return fig

@@ -57,6 +57,13 @@ def test_wilson_interval_is_symmetric_contains_the_estimate_and_shrinks_with_n()
     assert wilson_interval(0, 0) == (0.0, 1.0)
 
 
+
+def test_wilson_interval_contains_all_or_nothing_despite_rounding():
+    # at 0/n and n/n the exact bound equals the estimate; rounding once put it on the wrong side
+    for n in range(1, 500):
+        assert wilson_interval(0, n)[0] == 0.0
+        assert wilson_interval(n, n)[1] == 1.0
+
 # --- Scripted players ----------------------------------------------------------------------------
 
 def test_read_board_reads_back_every_rendered_board():
@@ -164,6 +171,14 @@ def test_summary_rates_add_up_and_intervals_contain_them(expert_result):
     for result in ("win", "draw", "loss"):
         assert (summary[f"{result}_lo"] <= summary[result]).all() and (summary[result] <= summary[f"{result}_hi"]).all()
     assert (summary["model_first"] == 20).all()
+
+
+def test_results_run_per_opponent_concatenate_into_one(expert_result):
+    parts = [run(evaluate_player(ScriptedClient("expert"), "expert", "expert", 40, opponents=[opponent]))
+             for opponent in ("random", "optimal")]
+    combined = evaluation.EvalResult.concat(parts)
+    assert combined.summary.equals(expert_result.summary)
+    assert len(combined.games) == 80
 
 
 def test_transcripts_are_saved_one_game_per_line(expert_result):

@@ -216,13 +216,18 @@ class TicTacToeEnv(vf.MultiTurnEnv):
         self._play(state, MODEL, cell)
         if is_over(board):
             return self._finish(state, f"You played {cell}.")
-        reply_cell = opponent_move(board, OPPONENT, state["random_move_prob"],
-                                   opponent_rng(state["game_seed"], board))
+        reply_cell = self.opponent_cell(state)
         self._play(state, OPPONENT, reply_cell)
         if is_over(board):
             return self._finish(state, f"You played {cell}. O played {reply_cell}.")
         return self._continue_or_cap(state, f"You played {cell}. O played {reply_cell}.\n\n{render(board)}",
                                      "Your move.")
+
+    def opponent_cell(self, state: vf.State) -> int:
+        """O's reply on state["board"]: seeded, random with probability random_move_prob, else a
+        uniformly chosen optimal move. Override it to seat another opponent (play.py seats a human)."""
+        return opponent_move(state["board"], OPPONENT, state["random_move_prob"],
+                             opponent_rng(state["game_seed"], state["board"]))
 
     @vf.stop
     async def max_turns_reached(self, state: vf.State) -> bool:

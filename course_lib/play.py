@@ -1,0 +1,279 @@
+"""Play tic-tac-toe against a model: the tic-tac-toe environment with a human as the opponent.
+
+The model plays X, exactly as in training and evaluation; you play O, the seat of the
+environment's scripted opponent. Nothing here writes a prompt or judges an answer: a `Game`
+drives a real `TicTacToeEnv` (`course_lib/envs/tictactoe.py`) turn by turn, the way its module
+docstring describes, so the model sees the same system prompt, the same boards and the same
+feedback ("Invalid move: ...", "You played 4. O played 0.", "Game over. ...") as during training.
+The only change is who picks O's cell: the environment asks its `opponent_cell(state)` method,
+and here that method answers with the cell you clicked (see `_human_seat`).
+
+    game = Game(model_starts=True)
+    game.model_move(answer)      # answer(messages) -> str, e.g. lambda m: server.chat(m, max_tokens=96)
+    game.human_move(4)           # your O; refused with IllegalMove if not allowed
+    game.messages, game.think, game.result_text()
+
+`max_turns` caps the model's answers per game as in the environment (None: its default).
+
+`play_widget(answer)` puts a clickable board around a `Game` (Jupyter, ipywidgets);
+`play_scripted(answer, human_policy)` plays a whole game with no human, through the same `Game`
+(what a notebook runs under CI). `expert_answer()` is a model stand-in that needs no server.
+"""
+
+import asyncio
+import concurrent.futures
+import functools
+import html
+import random
+import re
+from typing import Callable
+
+import datasets
+
+from course_lib.envs.tictactoe import (
+    MODEL, OPPONENT, SYSTEM_PROMPT, board_to_text, first_user_message, load_environment,
+)
+from course_lib.scripted_client import ScriptedClient, read_board, scripted_answer
+from course_lib.tictactoe_game import is_over, new_board
+
+Answer = Callable[[list[dict]], str]  # the model: messages so far -> its next answer
+THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
+
+
+class IllegalMove(ValueError):
+    """A human move the game refuses (taken cell, not your turn, game over); the message says why."""
+
+
+def _human_seat(state) -> int:
+    """O's reply: the cell the human clicked, which `Game` puts in the state just before asking."""
+    if "human_cell" not in state:
+        raise RuntimeError("the environment asked for O's move when none was expected")
+    return state.pop("human_cell")
+
+
+@functools.cache
+def _environment(max_turns: int | None):
+    """One environment per turn cap (None: the environment's default), reused for every game, with
+    the human in O's seat; its one-row dataset is never used."""
+    was_disabled = datasets.utils.are_progress_bars_disabled()
+    datasets.disable_progress_bars()  # no stray "Map: 100%" bar above the board
+    try:
+        turn_cap = {} if max_turns is None else {"max_turns": max_turns}
+        env = load_environment(num_train_examples=1, num_eval_examples=0, **turn_cap)
+    finally:
+        if not was_disabled:
+            datasets.enable_progress_bars()
+    env.opponent_cell = _human_seat
+    return env
+
+
+def _run(coroutine):
+    """Run a coroutine to the end from plain code, even inside Jupyter, whose event loop is busy."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+class Game:
+    """One game between a model (X) and a human (O), played through the tic-tac-toe environment."""
+
+    def __init__(self, model_starts: bool = True, max_turns: int | None = None, seed: int | None = None):
+        self.env = _environment(max_turns)
+        self.model_starts = model_starts
+        # Stored in the state like a dataset row's seed; with a human opponent it decides nothing.
+        self.seed = random.randrange(2**31) if seed is None else seed
+        self.messages: list[dict] = []  # the model's conversation, exactly as the environment builds it
+        self.state = None  # the environment's state; None until the first move of a human-started game
+        self.pending: int | None = None  # the model's legal move, played once the human answers it
+        self.think = ""  # the <think> text of the model's last answer
+        if model_starts:
+            self._start(new_board())
+
+    # --- what the board shows and whose turn it is ---
+    @property
+    def board(self) -> list:
+        board = list(self.state["board"]) if self.state else new_board()
+        if self.pending is not None:
+            board[self.pending] = MODEL
+        return board
+
+    @property
+    def over(self) -> bool:
+        return bool(self.state and self.state["game_over"])
+
+    @property
+    def to_move(self) -> str | None:
+        """'human', 'model', or None once the game is over."""
+        if self.over:
+            return None
+        return "human" if self.state is None or self.pending is not None else "model"
+
+    def result_text(self) -> str:
+        if not self.over:
+            return {"human": "Your move (you are O).", "model": "The model's move (it is X)."}[self.to_move]
+        return {MODEL: "The model (X) wins.", OPPONENT: "You (O) win!", "draw": "Draw.",
+                None: "Turn limit reached: the game ends unfinished."}[self.state["winner"]]
+
+    # --- moves ---
+    def human_move(self, cell: int) -> None:
+        if self.over:
+            raise IllegalMove("The game is over: start a new game to play again.")
+        if self.to_move != "human":
+            raise IllegalMove("Wait: it is the model's turn.")
+        if not (isinstance(cell, int) and 0 <= cell <= 8):
+            raise IllegalMove(f"There is no cell {cell!r}: cells are 0 to 8.")
+        if self.board[cell] is not None:
+            raise IllegalMove(f"Cell {cell} is already taken by {self.board[cell]}: pick an empty cell.")
+        if self.state is None:  # the human opens: the model's first board already shows O
+            board = new_board()
+            board[cell] = OPPONENT
+            self._start(board)
+        else:  # the environment now plays the model's pending move, then the human's, and replies
+            self.pending = None
+            self._environment_reply(human_cell=cell)
+
+    def model_move(self, answer: Answer) -> str:
+        """Ask the model for one answer and let the environment judge it; returns the answer."""
+        if self.to_move != "model":
+            raise IllegalMove("It is not the model's turn." if not self.over else "The game is over.")
+        text = answer(list(self.messages)) or ""
+        self.messages.append({"role": "assistant", "content": text})
+        found = THINK.search(text)
+        self.think = found.group(1).strip() if found else ""
+        cell, problem = self.env.parser.judge(text, self.board)  # the environment's own judge
+        after = self.board
+        if problem is None:
+            after[cell] = MODEL
+        if problem is None and not is_over(after):
+            self.pending = cell  # the environment replies once O has moved, i.e. after the human's click
+        else:  # an invalid answer or a game-ending move: the environment replies now
+            self._environment_reply(human_cell=None)
+        return text
+
+    # --- the environment ---
+    def _start(self, board: list) -> None:
+        row = {"example_id": 0,
+               "prompt": [{"role": "system", "content": SYSTEM_PROMPT},
+                          {"role": "user", "content": first_user_message(board, self.model_starts)}],
+               "info": {"seed": self.seed, "model_starts": self.model_starts, "random_move_prob": 0.0,
+                        "board": board_to_text(board)}}
+
+        async def start():
+            # init_state only stores the client (it is used by rollout(), which a Game never calls)
+            state = await self.env.init_state(row, client=ScriptedClient(), model="play")
+            return await self.env.setup_state(state)
+
+        self.state = _run(start())
+        self.messages = list(row["prompt"])
+
+    def _environment_reply(self, human_cell: int | None) -> None:
+        if human_cell is not None:
+            self.state["human_cell"] = human_cell
+        reply = _run(self.env.env_response(self.messages, self.state))
+        self.messages += [message.model_dump() for message in reply]
+
+
+# --- players without a human or a server -------------------------------------------------------
+
+def expert_answer(seed: int = 0) -> Answer:
+    """A model stand-in: the scripted expert answering as X from the last board it was shown."""
+    rng = random.Random(seed)
+
+    def answer(messages: list[dict]) -> str:
+        board = read_board(messages[-1]["content"])
+        return scripted_answer(board, "expert", rng) if board else "I cannot see a board."
+    return answer
+
+
+def random_human(seed: int = 0) -> Callable[[list], int]:
+    """A human stand-in: a uniformly random empty cell."""
+    rng = random.Random(seed)
+    return lambda board: rng.choice([cell for cell in range(9) if board[cell] is None])
+
+
+def play_scripted(answer: Answer, human_policy: Callable[[list], int], model_starts: bool = True,
+                  max_turns: int | None = None, seed: int | None = None) -> Game:
+    """A whole game with no one clicking: `human_policy(board) -> cell` plays O."""
+    game = Game(model_starts=model_starts, max_turns=max_turns, seed=seed)
+    while not game.over:
+        if game.to_move == "human":
+            game.human_move(human_policy(game.board))
+        else:
+            game.model_move(answer)
+    return game
+
+
+def transcript(game: Game) -> str:
+    """The conversation after the system prompt, as the model saw it and answered."""
+    speaker = {"user": "environment, to the model", "assistant": "model"}
+    return "\n\n".join(f"[{speaker.get(m['role'], m['role'])}]\n{m['content']}"
+                       for m in game.messages if m["role"] != "system")
+
+
+# --- the clickable board --------------------------------------------------------------------------
+
+YOU_START, MODEL_STARTS = "You start", "Model starts"
+
+
+class PlayWidget:
+    """A 3x3 board of buttons, a 'new game' button, who starts, the model's thinking and the conversation.
+
+    Every button runs the same `Game` methods as `play_scripted`; tests press buttons with `.click()`.
+    """
+
+    def __init__(self, answer: Answer, max_turns: int | None = None):
+        import ipywidgets as w
+
+        self.answer, self.max_turns = answer, max_turns
+        self.cells = [w.Button(layout=w.Layout(width="56px", height="56px")) for _ in range(9)]
+        for cell, button in enumerate(self.cells):
+            button.on_click(lambda _, cell=cell: self.click(cell))
+        self.new_game = w.Button(description="New game", button_style="primary")
+        self.new_game.on_click(lambda _: self.start())
+        self.starter = w.ToggleButtons(options=[YOU_START, MODEL_STARTS], value=YOU_START)
+        self.status = w.HTML()
+        self.think = w.Textarea(description="<think>", disabled=True, layout=w.Layout(width="100%", height="70px"))
+        self.log = w.Textarea(description="messages", disabled=True, layout=w.Layout(width="100%", height="260px"))
+        grid = w.GridBox(self.cells, layout=w.Layout(grid_template_columns="repeat(3, 60px)"))
+        self.widget = w.VBox([w.HBox([self.new_game, self.starter]), w.HBox([grid, self.status]),
+                              self.think, self.log])
+        self.start()
+
+    def _repr_mimebundle_(self, **kwargs):  # shows the widget when the object is a cell's last value
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def start(self) -> None:
+        self.game = Game(model_starts=self.starter.value == MODEL_STARTS, max_turns=self.max_turns)
+        self._model_plays()
+
+    def click(self, cell: int) -> None:
+        try:
+            self.game.human_move(cell)
+        except IllegalMove as refused:
+            self.status.value = f"<b>{html.escape(str(refused))}</b>"
+            return
+        self._model_plays()
+
+    def _model_plays(self) -> None:
+        while self.game.to_move == "model":  # invalid answers are retried by the environment's rules
+            self._show("The model is thinking...")
+            try:
+                self.game.model_move(self.answer)
+            except Exception as error:  # a server error must not leave a silent, dead board
+                self._show(f"The model could not answer ({error!r}): press New game to try again.")
+                return
+        self._show(self.game.result_text())
+
+    def _show(self, status: str) -> None:
+        board = self.game.board
+        for cell, button in enumerate(self.cells):
+            button.description = board[cell] or ""
+            button.tooltip = f"cell {cell}"
+            button.disabled = board[cell] is not None or self.game.to_move != "human"
+        self.status.value = f"<b>{html.escape(status)}</b>"
+        self.think.value = self.game.think
+        self.log.value = transcript(self.game)
+
+
+def play_widget(answer: Answer, max_turns: int | None = None) -> PlayWidget:
+    """An interactive board against `answer` (e.g. `lambda m: server.chat(m, max_tokens=96)`)."""
+    return PlayWidget(answer, max_turns)

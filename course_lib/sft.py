@@ -1,0 +1,276 @@
+"""SFT warm-up: a teacher plays through the environment, we keep its good games, then TRL's SFTTrainer.
+
+Read top to bottom:
+1. `play_games`: the teacher plays training games with the environment's own `evaluate`, the call
+   that scores models (the scripted expert offline; a local server or an API model the same way).
+2. `rejection_reason` / `game_to_messages` / `build_dataset`: keep finished games that were not lost
+   and whose every answer was a well-formed legal move; turn each into the conversation the model
+   sees at evaluation and training time (the environment's system prompt and messages, verbatim).
+3. `save_dataset` / `load_dataset`: JSON Lines (`data/tictactoe_sft/` ships the expert's games).
+4. `training_chat_template`: loss on assistant tokens only needs `{% generation %}` markers in the
+   chat template; SmolLM2's has none and TRL does not patch it, so we supply a marked copy.
+5. `build_sft_trainer` / `save_final`: SFTConfig from the profile (full fine-tuning on CPU, LoRA on
+   GPU profiles) and a plain checkpoint that `course_lib.serving.start_server` can serve.
+
+Regenerate the shipped dataset (deterministic, a few seconds): `python -m course_lib.sft`
+"""
+
+import json
+from pathlib import Path
+
+from course_lib.envs.tictactoe import GAME_STATE_COLUMNS, load_environment
+from course_lib.profiles import Profile, get_profile
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "tictactoe_sft"
+GAMES_FILE = "games.jsonl"
+TEACHER_SEED = 0  # the environment's seed for the teacher's games ("train" split: never an evaluation game)
+TEACHER_MAX_TURNS = 6  # as in evaluation: 5 answers finish any game, one spare for a teacher's mistake
+MAX_LENGTH = 1024  # tokens per conversation; a whole game is 460-640 tokens with SmolLM2's tokenizer
+CPU_MICRO_BATCH = 2  # conversations per forward pass on CPU (memory); gradients accumulate to sft_batch_size
+
+
+# --- 1. The teacher plays through the environment ------------------------------------------
+
+def teacher_environment(num_games: int, seed: int = TEACHER_SEED):
+    """The tic-tac-toe environment with `num_games` training rows, opponents of every skill.
+
+    `evaluate` plays the eval set, so we point it at the training rows: the teacher's games are
+    drawn from the "train" split and never share a seed with the games of the evaluation harness.
+    """
+    env = load_environment(num_train_examples=num_games, num_eval_examples=0, seed=seed,
+                           max_turns=TEACHER_MAX_TURNS)
+    env.eval_dataset = env.get_dataset()
+    return env
+
+
+async def play_games(client, model: str, num_games: int, seed: int = TEACHER_SEED,
+                     sampling_args: dict | None = None, max_concurrent: int = 32, progress: bool = True) -> list[dict]:
+    """`num_games` games by the teacher behind `client` (any verifiers client), in row order."""
+    env = teacher_environment(num_games, seed)
+    results = await env.evaluate(client, model, sampling_args=sampling_args or {}, num_examples=-1,
+                                 rollouts_per_example=1, max_concurrent=max_concurrent,
+                                 state_columns=GAME_STATE_COLUMNS,
+                                 on_start=None if progress else lambda *args: None)  # no start, no progress bar
+    return sorted(results["outputs"], key=lambda output: output["example_id"])
+
+
+# --- 2. Filter and convert -----------------------------------------------------------------
+
+def rejection_reason(output: dict) -> str | None:
+    """Why a game must not be imitated, or None to keep it. Checked in this order."""
+    if output.get("error"):
+        return "error"
+    if output["winner"] is None:
+        return "unfinished"
+    if output["winner"] == "O":
+        return "lost"
+    if output["invalid_moves"] > 0:
+        return "invalid move"
+    if output["well_formed_turns"] < output["model_turns"]:
+        return "badly formatted"
+    return None
+
+
+def game_to_messages(output: dict) -> list[dict]:
+    """The conversation as the model sees it: the environment's prompt (system + first board) and
+    every message after it, as plain {"role", "content"} dicts, up to the last assistant answer
+    (the final "Game over" message asks for nothing, so there is nothing to learn after it)."""
+    messages = [{"role": m["role"], "content": m["content"]}
+                for m in list(output["prompt"]) + list(output["completion"])]
+    last_answer = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    return messages[: last_answer + 1]
+
+
+def result_name(winner: str | None) -> str:
+    return {"X": "win", "O": "loss", "draw": "draw"}.get(winner, "unfinished")
+
+
+def build_dataset(outputs: list[dict], teacher: str) -> tuple[list[dict], dict[str, int]]:
+    """SFT rows from the kept games, and how many games each filter dropped.
+
+    Repeats are dropped too: against strong opponents, games with different seeds often replay
+    the same moves, and a copy costs training time without teaching anything new.
+    """
+    rows, dropped, seen = [], {}, set()
+    for output in outputs:
+        reason = rejection_reason(output)
+        moves = json.dumps(output["moves"])
+        if reason is None and moves in seen:
+            reason = "repeat of a kept game"
+        if reason is not None:
+            dropped[reason] = dropped.get(reason, 0) + 1
+            continue
+        seen.add(moves)
+        rows.append({
+            "messages": game_to_messages(output), "teacher": teacher, "example_id": output["example_id"],
+            "game_seed": output["game_seed"], "model_starts": output["model_starts"],
+            "random_move_prob": output["random_move_prob"], "result": result_name(output["winner"]),
+            "model_turns": output["model_turns"],
+            "moves": [cell for _, cell in output["moves"]],  # cells in play order, the first mover's first
+        })
+    return rows, dropped
+
+
+# --- 3. Save and load ----------------------------------------------------------------------
+
+def save_dataset(rows: list[dict], directory: Path, meta: dict) -> Path:
+    """JSON Lines (one game per line, reads in milliseconds, diffs in git) plus meta.json."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / GAMES_FILE, "w") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+    (directory / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return directory / GAMES_FILE
+
+
+def load_dataset(directory: Path = DATA_DIR):
+    """The SFT games as a `datasets.Dataset` (default: the shipped expert games)."""
+    from datasets import Dataset
+
+    lines = (Path(directory) / GAMES_FILE).read_text().splitlines()
+    return Dataset.from_list([json.loads(line) for line in lines if line.strip()])
+
+
+def dataset_meta(teacher: str, outputs: list[dict], rows: list[dict], dropped: dict, seed: int = TEACHER_SEED) -> dict:
+    """What data/README.md's data card reports, stored next to the games."""
+    return {"teacher": teacher, "environment_seed": seed, "split": "train", "games_played": len(outputs),
+            "games_kept": len(rows), "dropped": dropped, "max_turns": TEACHER_MAX_TURNS,
+            "command": "python -m course_lib.sft"}
+
+
+async def make_expert_dataset(num_games: int, directory: Path, seed: int = TEACHER_SEED):
+    """Play `num_games` games with the scripted expert, filter them and save: the shipped dataset."""
+    from course_lib.scripted_client import ScriptedClient
+
+    outputs = await play_games(ScriptedClient("expert"), "expert", num_games, seed=seed, progress=False)
+    rows, dropped = build_dataset(outputs, teacher="expert (scripted)")
+    save_dataset(rows, directory, dataset_meta("expert (scripted)", outputs, rows, dropped, seed))
+    return rows, dropped
+
+
+# --- 4. A chat template that marks what the model writes -----------------------------------
+
+# SmolLM2-135M-Instruct's own template, as stored in its tokenizer.
+SMOLLM2_CHAT_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
+    "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+# The same text, with the assistant's content and its closing <|im_end|> inside
+# {% generation %} ... {% endgeneration %}: those are the tokens the model writes (<|im_end|> is
+# how it learns to stop), so only they are trained. The rendered text is identical.
+SMOLLM2_TRAINING_CHAT_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
+    "{% endif %}{% if message['role'] == 'assistant' %}{{ '<|im_start|>assistant\n' }}"
+    "{% generation %}{{ message['content'] + '<|im_end|>' }}{% endgeneration %}{{ '\n' }}"
+    "{% else %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endif %}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def training_chat_template(tokenizer) -> str | None:
+    """The marked template to train with, or None to leave it to TRL (it patches LFM2, Qwen, ...)."""
+    from trl.chat_template_utils import has_generation_markers
+
+    template = tokenizer.chat_template
+    if has_generation_markers(template):
+        return template
+    if template == SMOLLM2_CHAT_TEMPLATE:
+        return SMOLLM2_TRAINING_CHAT_TEMPLATE
+    return None
+
+
+# --- 5. The trainer ------------------------------------------------------------------------
+
+def sft_config(profile: Profile, output_dir: Path, **overrides):
+    import torch
+    from trl import SFTConfig
+
+    on_gpu = torch.cuda.is_available()
+    micro_batch = profile.sft_batch_size if on_gpu else min(profile.sft_batch_size, CPU_MICRO_BATCH)
+    settings = dict(
+        output_dir=str(output_dir),
+        num_train_epochs=profile.sft_epochs,
+        learning_rate=profile.sft_learning_rate,
+        per_device_train_batch_size=micro_batch,
+        gradient_accumulation_steps=max(1, profile.sft_batch_size // micro_batch),
+        lr_scheduler_type="cosine",
+        warmup_steps=0.1,  # a float below 1 is a share of the steps
+        assistant_only_loss=True,  # needs {% generation %} markers: see training_chat_template
+        max_length=MAX_LENGTH,
+        logging_steps=1,
+        save_strategy="no",  # minutes of training: we save the final model only
+        report_to="none",
+        seed=0,
+        use_cpu=not on_gpu,
+        bf16=on_gpu and torch.cuda.is_bf16_supported(),  # SFTConfig's default True fails on CPU
+        gradient_checkpointing=on_gpu,  # saves GPU memory; on CPU it only costs time
+    )
+    settings.update(overrides)
+    return SFTConfig(**settings)
+
+
+def lora_config(profile: Profile):
+    if not profile.sft_use_lora:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM")
+
+
+def build_sft_trainer(profile: Profile, dataset, model_path: str, output_dir: Path, callbacks=None, **config_overrides):
+    """An SFTTrainer on the `messages` column, loss on the assistant's tokens only."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTTrainer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    template = training_chat_template(tokenizer)
+    if template is not None:
+        tokenizer.chat_template = template
+    return SFTTrainer(
+        model=AutoModelForCausalLM.from_pretrained(model_path),
+        args=sft_config(profile, output_dir, **config_overrides),
+        train_dataset=dataset.select_columns(["messages"]),
+        processing_class=tokenizer,
+        peft_config=lora_config(profile),
+        callbacks=callbacks,
+    )
+
+
+def save_final(trainer, path: Path, base_model_path: str) -> Path:
+    """A plain checkpoint (LoRA merged) with the base model's tokenizer files and generation
+    settings: eos <|im_end|>, and do_sample=True so that a server samples (see models.py)."""
+    from transformers import AutoTokenizer, GenerationConfig
+
+    model = trainer.model
+    if hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    base_generation = Path(base_model_path) / "generation_config.json"
+    if base_generation.is_file():
+        model.generation_config = GenerationConfig.from_pretrained(base_model_path)
+    model.save_pretrained(str(path))
+    AutoTokenizer.from_pretrained(base_model_path).save_pretrained(str(path))  # the unmarked template
+    (Path(path) / "log_history.json").write_text(json.dumps(trainer.state.log_history, indent=1))  # for notebook 10
+    return Path(path)
+
+
+def sft_output_dir(profile: Profile | None = None) -> Path:
+    from course_lib.profiles import output_dir
+
+    return output_dir(profile or get_profile()) / "sft"
+
+
+def final_checkpoint(profile: Profile | None = None) -> Path:
+    """Where notebook 08 saves the SFT model (and notebooks 09-10 look for it)."""
+    return sft_output_dir(profile) / "final"
+
+
+if __name__ == "__main__":
+    import asyncio
+
+    games = get_profile("cpu").sft_num_games
+    kept, dropped = asyncio.run(make_expert_dataset(games, DATA_DIR))
+    print(f"{games} expert games played, {len(kept)} kept in {DATA_DIR / GAMES_FILE}; dropped: {dropped}")

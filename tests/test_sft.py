@@ -1,0 +1,257 @@
+"""Tests for course_lib/sft.py: teacher data through the environment, filtering, the chat template
+and its loss mask, and a real two-step SFT run (smoke profile).
+
+Each test names the bug it would catch.
+"""
+
+import asyncio
+import json
+import random
+
+import pytest
+import torch
+
+from course_lib import sft
+from course_lib.envs.tictactoe import MoveParser
+from course_lib.profiles import get_profile
+from course_lib.scripted_client import ScriptedClient, read_board
+from course_lib.tictactoe_game import WIN_LINES
+
+EXPECTED_KEYS = {"messages", "teacher", "example_id", "game_seed", "model_starts", "random_move_prob",
+                 "result", "model_turns", "moves"}
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+def replay_winner(moves: list[int], model_starts: bool) -> str | None:
+    """The winner of a game from its cells in play order, computed without course_lib's game code."""
+    board = [None] * 9
+    players = ("X", "O") if model_starts else ("O", "X")
+    for i, cell in enumerate(moves):
+        assert board[cell] is None, f"cell {cell} played twice"
+        board[cell] = players[i % 2]
+        for a, b, c in WIN_LINES:
+            if board[a] is not None and board[a] == board[b] == board[c]:
+                return board[a]
+    return "draw" if None not in board else None
+
+
+def assert_good_game(row: dict) -> None:
+    """A kept game: system, then user/assistant pairs, ending on the model's answer; no invalid
+    move, not lost (checked by replaying the moves), every answer well formed."""
+    roles = [m["role"] for m in row["messages"]]
+    assert roles[0] == "system" and roles[-1] == "assistant"
+    assert roles[1:] == ["user", "assistant"] * row["model_turns"]
+    assert not any("Invalid move" in m["content"] for m in row["messages"] if m["role"] == "user")
+    assert row["result"] in ("win", "draw")
+    assert replay_winner(row["moves"], row["model_starts"]) == {"win": "X", "draw": "draw"}[row["result"]]
+    parser = MoveParser()
+    assert all(parser.is_well_formed(m["content"]) for m in row["messages"] if m["role"] == "assistant")
+
+
+# --- The shipped dataset ---------------------------------------------------------------------
+
+def test_shipped_dataset_schema_and_filters():
+    """Catches: a lost or invalid game in the shipped data, a row without its metadata, repeated
+    games, a conversation that ends on the game-over message, counts that disagree with meta.json."""
+    rows = [json.loads(line) for line in (sft.DATA_DIR / sft.GAMES_FILE).read_text().splitlines()]
+    meta = json.loads((sft.DATA_DIR / "meta.json").read_text())
+    assert len(rows) == meta["games_kept"] == meta["games_played"] - sum(meta["dropped"].values())
+    assert meta["games_played"] == get_profile("cpu").sft_num_games
+    assert len(rows) >= 200
+    for row in rows:
+        assert set(row) == EXPECTED_KEYS
+        assert_good_game(row)
+    assert len({json.dumps([row["model_starts"], row["moves"]]) for row in rows}) == len(rows)
+    dataset = sft.load_dataset()
+    assert dataset.num_rows == len(rows) and dataset[0]["messages"] == rows[0]["messages"]
+
+
+def test_shipped_dataset_is_what_the_environment_produces_now():
+    """Regenerating the first games gives the shipped rows exactly.
+    Catches: stale data after a change to the environment's prompts (run `python -m course_lib.sft`),
+    and any randomness in the teacher's games (the data must be deterministic)."""
+    outputs = run(sft.play_games(ScriptedClient("expert"), "expert", 30))
+    fresh, _ = sft.build_dataset(outputs, teacher="expert (scripted)")
+    shipped = sft.load_dataset()
+    assert fresh == shipped.select(range(len(fresh))).to_list()
+
+
+# --- Filtering -------------------------------------------------------------------------------
+
+class SloppyExpert(ScriptedClient):
+    """The expert, except that in some games it answers a taken cell once, or adds chatter."""
+
+    async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs):
+        answer = await super().get_native_response(prompt, model, sampling_args, tools, **kwargs)
+        board = read_board(prompt[-1]["content"])
+        rng = random.Random(prompt[1]["content"])  # decided per game by its first message
+        taken = [cell for cell in range(9) if board and board[cell] is not None]
+        if taken and rng.random() < 0.3 and len(prompt) == 4:  # its second answer, in 30% of games
+            return f"<move>{taken[0]}</move>"
+        if rng.random() < 0.2:
+            return answer + " Good luck!"
+        return answer
+
+
+def test_filter_drops_lost_invalid_and_badly_formatted_games():
+    """Catches: a filter that lets a lost game, a game with an invalid move, or a badly formatted
+    answer into the data (the random player loses; the sloppy expert plays taken cells and chats)."""
+    outputs = run(sft.play_games(ScriptedClient("random"), "random", 40))
+    outputs += run(sft.play_games(SloppyExpert("expert"), "sloppy", 40))
+    rows, dropped = sft.build_dataset(outputs, teacher="mixed")
+    assert dropped.get("lost", 0) > 0 and dropped.get("invalid move", 0) > 0
+    assert dropped.get("badly formatted", 0) > 0
+    assert len(rows) + sum(dropped.values()) == len(outputs)
+    for row in rows:
+        assert_good_game(row)
+    for output in outputs:
+        if output["winner"] == "O" or output["invalid_moves"] > 0:
+            assert sft.rejection_reason(output) is not None
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"winner": "O"}, "lost"), ({"winner": None}, "unfinished"), ({"invalid_moves": 1}, "invalid move"),
+    ({"well_formed_turns": 2}, "badly formatted"), ({"error": {"error": "boom"}}, "error"),
+])
+def test_rejection_reason(change, reason):
+    """Catches: a check that is missing or reads the wrong state key."""
+    good = {"error": None, "winner": "draw", "invalid_moves": 0, "well_formed_turns": 4, "model_turns": 4}
+    assert sft.rejection_reason(good) is None
+    assert sft.rejection_reason({**good, **change}) == reason
+
+
+# --- The conversation is what the model sees -------------------------------------------------
+
+class RecordingExpert(ScriptedClient):
+    """The expert, remembering every prompt it was sent and what it answered."""
+
+    def __init__(self):
+        super().__init__("expert")
+        self.calls = []
+
+    async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs):
+        answer = await super().get_native_response(prompt, model, sampling_args, tools, **kwargs)
+        self.calls.append(([{"role": m["role"], "content": m["content"]} for m in prompt], answer))
+        return answer
+
+
+@pytest.mark.parametrize("game", [0, 1, 2])
+def test_conversation_equals_what_the_model_sees(game):
+    """The SFT conversation is the last prompt the player received plus its last answer.
+    Catches: a conversation built from a different prompt (another system prompt, a reformatted
+    board), a dropped or extra turn, or the final game-over message left in."""
+    client = RecordingExpert()
+    env = sft.teacher_environment(game + 1)
+    env.eval_dataset = env.eval_dataset.select([game])
+    results = run(env.evaluate(client, "expert", sampling_args={}, num_examples=-1, rollouts_per_example=1,
+                               max_concurrent=1, state_columns=sft.GAME_STATE_COLUMNS))
+    output = results["outputs"][0]
+    last_prompt, last_answer = client.calls[-1]
+    messages = sft.game_to_messages(output)
+    assert messages == last_prompt + [{"role": "assistant", "content": last_answer}]
+    assert messages[0]["content"] == env.system_prompt
+    assert len(output["completion"]) == len(messages) - len(output["prompt"]) + 1  # + "Game over"
+    assert "Game over" in output["completion"][-1]["content"]
+
+
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from course_lib.models import resolve_model
+
+    return AutoTokenizer.from_pretrained(resolve_model(get_profile("smoke")))
+
+
+def test_training_template_renders_exactly_like_the_models_own():
+    """Catches: a training template that trains on a text the model never sees when served
+    (a missing newline, another default system prompt), or a stale copy of SmolLM2's template."""
+    tok = tokenizer()
+    assert tok.chat_template == sft.SMOLLM2_CHAT_TEMPLATE
+    assert sft.training_chat_template(tok) == sft.SMOLLM2_TRAINING_CHAT_TEMPLATE
+    rows = sft.load_dataset().select(range(5)).to_list()
+    for messages in [row["messages"] for row in rows] + [rows[0]["messages"][1:]]:  # also without a system prompt
+        for cut in (len(messages), 2):
+            for generation_prompt in (False, True):
+                kwargs = dict(tokenize=False, add_generation_prompt=generation_prompt)
+                assert (tok.apply_chat_template(messages[:cut], chat_template=sft.SMOLLM2_TRAINING_CHAT_TEMPLATE, **kwargs)
+                        == tok.apply_chat_template(messages[:cut], **kwargs))
+
+
+# --- Training (smoke profile) ----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """Two real SFT steps on two games, as notebook 08 does them; short sequences keep it fast."""
+    from course_lib.models import resolve_model
+
+    profile = get_profile("smoke")
+    base = resolve_model(profile)
+    dataset = sft.load_dataset().select(range(2))
+    out = tmp_path_factory.mktemp("sft")
+    trainer = sft.build_sft_trainer(profile, dataset, base, out, max_steps=2, per_device_train_batch_size=1,
+                                    gradient_accumulation_steps=1, max_length=320, disable_tqdm=True)
+    before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+    trainer.train()
+    final = sft.save_final(trainer, out / "final", base)
+    return trainer, before, final, dataset, base
+
+
+def test_label_mask_trains_only_the_assistants_tokens(trained):
+    """The labels the trainer uses are -100 everywhere except the assistant's answers and their
+    <|im_end|>. Catches: training on the system prompt and boards (no generation markers), or an
+    answer whose end-of-turn token is not trained (the model would never learn to stop)."""
+    trainer, _, _, dataset, _ = trained
+    tok = trainer.processing_class
+    full = tok.apply_chat_template(dataset[0]["messages"], chat_template=sft.SMOLLM2_TRAINING_CHAT_TEMPLATE,
+                                   return_dict=True, return_assistant_tokens_mask=True)
+    example = trainer.train_dataset[0]
+    ids, labels = example["input_ids"], example["labels"]
+    assert ids == full["input_ids"][: len(ids)]  # truncated to max_length=320 in this test
+    assert [label != -100 for label in labels] == [bool(m) for m in full["assistant_masks"][: len(ids)]]
+    assert all(label in (-100, token) for label, token in zip(labels, ids))
+    # The trained spans decode to exactly the assistant answers, each ending with <|im_end|>.
+    spans, current = [], []
+    for token, label in zip(ids, labels):
+        if label != -100:
+            current.append(token)
+        elif current:
+            spans, current = spans + [current], []
+    answers = [m["content"] + "<|im_end|>" for m in dataset[0]["messages"] if m["role"] == "assistant"]
+    assert spans and [tok.decode(span) for span in spans] == answers[: len(spans)]
+    # On the untruncated conversation every answer is trained, and nothing else.
+    masked = [t for t, m in zip(full["input_ids"], full["assistant_masks"]) if m]
+    assert tok.decode(masked) == "".join(answers)
+
+
+def test_two_sft_steps_change_the_weights_and_save_a_servable_checkpoint(trained):
+    """Catches: an optimizer that never steps (zero learning rate, every label masked), a loss
+    that is not finite, and a saved checkpoint that lost eos <|im_end|>, sampling by default
+    (transformers serve would decode greedily) or the model's own chat template."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    trainer, before, final, _, base = trained
+    losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
+    assert len(losses) == 2 and all(torch.isfinite(torch.tensor(losses)))
+    changed = [name for name, p in trainer.model.named_parameters() if not torch.equal(before[name], p.detach())]
+    assert len(changed) == len(before)  # full fine-tuning: every tensor moved
+    model = AutoModelForCausalLM.from_pretrained(final)
+    assert not torch.equal(model.state_dict()["model.norm.weight"], before["model.norm.weight"])
+    tok = AutoTokenizer.from_pretrained(final)
+    assert tok.eos_token == "<|im_end|>" and tok.chat_template == AutoTokenizer.from_pretrained(base).chat_template
+    generation = GenerationConfig.from_pretrained(final)
+    assert generation.do_sample is True and generation.eos_token_id == tok.eos_token_id
+
+
+def test_sft_config_fits_the_profile():
+    """Catches: bf16 on CPU (fails without a GPU), no assistant-only loss, an effective batch that is
+    not the profile's, and LoRA on the CPU profile or full fine-tuning of the GPU model."""
+    profile = get_profile("cpu")
+    config = sft.sft_config(profile, "/tmp/unused")
+    assert config.use_cpu and not config.bf16 and config.assistant_only_loss
+    assert config.per_device_train_batch_size * config.gradient_accumulation_steps == profile.sft_batch_size
+    assert config.learning_rate == profile.sft_learning_rate and config.num_train_epochs == profile.sft_epochs
+    assert sft.lora_config(profile) is None
+    assert sft.lora_config(get_profile("gpu")) is not None and sft.lora_config(get_profile("full")) is not None
