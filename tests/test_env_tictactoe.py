@@ -321,3 +321,12 @@ def test_env_response_accepts_message_objects_and_empty_content():
     run(ENV.env_response([vf.AssistantMessage(content=None)], state))
     run(ENV.env_response([vf.AssistantMessage(content=[{"type": "text", "text": "<move>4</move>"}])], state))
     assert state["invalid_moves"] == 1 and state["board"][4] == "X"
+
+
+def test_load_environment_by_id_after_install():
+    """Catches: a packaging change that breaks `vf.load_environment("tictactoe")` (and vf-eval)."""
+    import verifiers as vf
+
+    env = vf.load_environment("tictactoe", num_train_examples=4, num_eval_examples=3)
+    assert type(env).__name__ == "TicTacToeEnv" and env.max_turns == 6
+    assert env.get_eval_dataset()["info"] == load_environment(num_train_examples=4, num_eval_examples=3).get_eval_dataset()["info"]

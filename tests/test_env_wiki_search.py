@@ -246,3 +246,13 @@ def test_mcp_round_trip_and_no_server_left_behind():
     psutil.wait_procs(servers, timeout=5)
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in servers)
     print(f"MCP round trip: {time.monotonic() - start:.1f} s")
+
+
+@pytest.mark.parametrize("env_id, class_name", [("wiki-search", "ToolEnv"), ("wiki-session", "WikiSessionEnv")])
+def test_load_environment_by_id_after_install(env_id, class_name):
+    """Catches: a packaging change that breaks `vf.load_environment(<id>)` (and vf-eval)."""
+    import verifiers as vf
+
+    env = vf.load_environment(env_id)
+    assert class_name in [cls.__name__ for cls in type(env).__mro__]
+    assert len(env.get_eval_dataset()) > 0
