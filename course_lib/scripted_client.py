@@ -47,14 +47,16 @@ def _role(message) -> str | None:
     return message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
 
 
-class ScriptedClient(vf.Client):
-    """A verifiers Client whose "model" is a scripted player: 'expert' or 'random'."""
+class OfflineClient(vf.Client):
+    """A verifiers client with no API behind it: subclasses answer in `respond`.
 
-    def __init__(self, policy: str = "expert", seed: int = 0):
-        if policy not in PLAYERS:
-            raise ValueError(f"policy must be one of {PLAYERS}, got {policy!r}")
+    verifiers' Client converts prompts, tools and responses to and from an API's native format;
+    here the native format is verifiers' own, so every conversion is the identity. `respond`
+    returns the assistant's text, or a whole `vf.ResponseMessage` (e.g. with tool calls).
+    """
+
+    def __init__(self):
         super().__init__(None)  # no underlying API client
-        self.policy, self.seed = policy, seed
 
     def setup_client(self, config):
         return None
@@ -65,7 +67,35 @@ class ScriptedClient(vf.Client):
     async def to_native_prompt(self, messages):
         return messages, {}
 
-    async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs) -> str:
+    def respond(self, prompt, **kwargs) -> "str | vf.ResponseMessage":
+        raise NotImplementedError
+
+    async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs):
+        message = self.respond(prompt, **kwargs)
+        if isinstance(message, str):
+            message = vf.ResponseMessage(content=message, finish_reason="stop", is_truncated=False)
+        return vf.Response(id=f"offline-{len(prompt)}", created=int(time.time()), model=model, message=message)
+
+    async def raise_from_native_response(self, response) -> None:
+        return None
+
+    async def from_native_response(self, response) -> vf.Response:
+        return response
+
+    async def close(self) -> None:
+        return None
+
+
+class ScriptedClient(OfflineClient):
+    """A verifiers Client whose "model" is a scripted player: 'expert' or 'random'."""
+
+    def __init__(self, policy: str = "expert", seed: int = 0):
+        if policy not in PLAYERS:
+            raise ValueError(f"policy must be one of {PLAYERS}, got {policy!r}")
+        super().__init__()
+        self.policy, self.seed = policy, seed
+
+    def respond(self, prompt, **kwargs) -> str:
         last_user = next((_text(m) for m in reversed(prompt) if _role(m) == "user"), "")
         board = read_board(last_user)
         if board is None or is_over(board):
@@ -73,13 +103,3 @@ class ScriptedClient(vf.Client):
         conversation = "\n".join(_text(m) for m in prompt)
         digest = hashlib.sha256(f"{self.seed}:{conversation}".encode()).hexdigest()
         return scripted_answer(board, self.policy, random.Random(digest))
-
-    async def raise_from_native_response(self, response) -> None:
-        return None
-
-    async def from_native_response(self, response: str) -> vf.Response:
-        message = vf.ResponseMessage(content=response, finish_reason="stop", is_truncated=False)
-        return vf.Response(id="scripted", created=int(time.time()), model=self.policy, message=message)
-
-    async def close(self) -> None:
-        return None

@@ -6,6 +6,11 @@ The notebook (09) runs the same code in one process.
     CUDA_VISIBLE_DEVICES=1,2,3 accelerate launch --config_file course_lib/configs/accelerate_full.yaml \\
         -m course_lib.train_grpo --profile full --model MODEL
 
+`trl vllm-serve` is deprecated in TRL 1.16 (removal planned for 2.0): it now only starts vLLM's
+own server with the flags a trainer needs (weight transfer over NCCL, processed logprobs) and
+prints the equivalent `VLLM_SERVER_DEV_MODE=1 vllm serve ...` command; run that one directly
+once `trl vllm-serve` is gone.
+
 MODEL defaults to the profile's SFT checkpoint (notebook 08) when there is one, else its base
 model. A run that is interrupted resumes from its last checkpoint when started again.
 """

@@ -11,6 +11,7 @@ import pytest
 import verifiers as vf
 
 from course_lib.envs import double_check
+from course_lib.scripted_client import OfflineClient
 
 ENV = double_check.load_environment(num_eval_examples=20)
 ROW = ENV.get_eval_dataset()[0]
@@ -18,35 +19,16 @@ RIGHT = ROW["answer"]
 WRONG = str(int(RIGHT) + 1)
 
 
-class ScriptedReplies(vf.Client):
+class ScriptedReplies(OfflineClient):
     """A verifiers client that answers with `replies` in order and records every prompt."""
 
     def __init__(self, *replies: str):
-        super().__init__(None)
+        super().__init__()
         self.replies, self.prompts = list(replies), []
 
-    def setup_client(self, config):
-        return None
-
-    async def to_native_tool(self, tool):
-        return tool
-
-    async def to_native_prompt(self, messages):
-        return messages, {}
-
-    async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs):
+    def respond(self, prompt, **kwargs):
         self.prompts.append(prompt)
         return self.replies.pop(0)  # IndexError (-> a rollout error) if asked once too often
-
-    async def raise_from_native_response(self, response):
-        return None
-
-    async def from_native_response(self, response):
-        message = vf.ResponseMessage(content=response, finish_reason="stop", is_truncated=False)
-        return vf.Response(id="scripted", created=0, model="scripted", message=message)
-
-    async def close(self):
-        return None
 
 
 def rollout(*replies: str, row=ROW):

@@ -12,39 +12,21 @@ import pytest
 import verifiers as vf
 
 from course_lib.envs import reverse_text
+from course_lib.scripted_client import OfflineClient
 
 ENV = reverse_text.load_environment(num_eval_examples=20)
 
 
-class ScriptedReply(vf.Client):
+class ScriptedReply(OfflineClient):
     """A verifiers client that answers every request with `reply` and records the prompts."""
 
     def __init__(self, reply: str):
-        super().__init__(None)
+        super().__init__()
         self.reply, self.prompts = reply, []
 
-    def setup_client(self, config):
-        return None
-
-    async def to_native_tool(self, tool):
-        return tool
-
-    async def to_native_prompt(self, messages):
-        return messages, {}
-
-    async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs):
+    def respond(self, prompt, **kwargs):
         self.prompts.append(prompt)
         return self.reply
-
-    async def raise_from_native_response(self, response):
-        return None
-
-    async def from_native_response(self, response):
-        message = vf.ResponseMessage(content=response, finish_reason="stop", is_truncated=False)
-        return vf.Response(id="scripted", created=0, model="scripted", message=message)
-
-    async def close(self):
-        return None
 
 
 def score(reply: str, text: str = "hello") -> dict:

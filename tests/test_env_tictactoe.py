@@ -41,7 +41,7 @@ class ReplayClient(ScriptedClient):
         super().__init__("random")
         self.answers = list(answers)
 
-    async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs):
+    def respond(self, prompt, **kwargs):
         return self.answers.pop(0)
 
 

@@ -84,8 +84,8 @@ def test_shipped_dataset_is_what_the_environment_produces_now():
 class SloppyExpert(ScriptedClient):
     """The expert, except that in some games it answers a taken cell once, or adds chatter."""
 
-    async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs):
-        answer = await super().get_native_response(prompt, model, sampling_args, tools, **kwargs)
+    def respond(self, prompt, **kwargs):
+        answer = super().respond(prompt, **kwargs)
         board = read_board(prompt[-1]["content"])
         rng = random.Random(prompt[1]["content"])  # decided per game by its first message
         taken = [cell for cell in range(9) if board and board[cell] is not None]
@@ -132,8 +132,8 @@ class RecordingExpert(ScriptedClient):
         super().__init__("expert")
         self.calls = []
 
-    async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs):
-        answer = await super().get_native_response(prompt, model, sampling_args, tools, **kwargs)
+    def respond(self, prompt, **kwargs):
+        answer = super().respond(prompt, **kwargs)
         self.calls.append(([{"role": m["role"], "content": m["content"]} for m in prompt], answer))
         return answer
 

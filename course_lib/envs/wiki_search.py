@@ -373,37 +373,15 @@ def expert_turn(messages: list, answer: str) -> dict:
 def expert_client(policy=expert_turn) -> "vf.Client":
     """A verifiers client with no model behind it: each call returns `policy(messages, answer)`
     as the assistant's message. Pass it to env.evaluate(client=..., model="scripted-expert")."""
+    from course_lib.scripted_client import OfflineClient
 
-    class ScriptedClient(vf.Client):
-        # The native format is verifiers' own: prompts stay vf.Messages, tools vf.Tools, and
-        # the "native response" is already a vf.Response.
-        def setup_client(self, config):
-            return None
-
-        async def to_native_tool(self, tool):
-            return tool
-
-        async def to_native_prompt(self, messages):
-            return messages, {}
-
-        async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs):
+    class ScriptedExpert(OfflineClient):
+        def respond(self, prompt, **kwargs):
             state = kwargs.get("state") or {}
             turn = policy(prompt, state.get("answer", ""))
             tool_calls = [vf.ToolCall(id=f"call_{len(prompt)}_{i}", **call)
                           for i, call in enumerate(turn.get("tool_calls") or [])]
-            return vf.Response(
-                id=f"scripted-{len(prompt)}", created=0, model=model, usage=None,
-                message=vf.ResponseMessage(content=turn.get("content"), tool_calls=tool_calls or None,
-                                           finish_reason="tool_calls" if tool_calls else "stop",
-                                           is_truncated=False))
+            return vf.ResponseMessage(content=turn.get("content"), tool_calls=tool_calls or None,
+                                      finish_reason="tool_calls" if tool_calls else "stop", is_truncated=False)
 
-        async def raise_from_native_response(self, response):
-            return None
-
-        async def from_native_response(self, response):
-            return response
-
-        async def close(self):
-            return None
-
-    return ScriptedClient(None)
+    return ScriptedExpert()
