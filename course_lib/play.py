@@ -20,8 +20,6 @@ and here that method answers with the cell you clicked (see `_human_seat`).
 (what a notebook runs under CI). `expert_answer()` is a model stand-in that needs no server.
 """
 
-import asyncio
-import concurrent.futures
 import functools
 import html
 import random
@@ -33,6 +31,7 @@ import datasets
 from course_lib.envs.tictactoe import (
     MODEL, OPPONENT, SYSTEM_PROMPT, board_to_text, first_user_message, load_environment,
 )
+from course_lib.rollout_bridge import run_coroutine
 from course_lib.scripted_client import ScriptedClient, read_board, scripted_answer
 from course_lib.tictactoe_game import is_over, new_board
 
@@ -65,12 +64,6 @@ def _environment(max_turns: int | None):
             datasets.enable_progress_bars()
     env.opponent_cell = _human_seat
     return env
-
-
-def _run(coroutine):
-    """Run a coroutine to the end from plain code, even inside Jupyter, whose event loop is busy."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
 
 
 class Game:
@@ -162,13 +155,13 @@ class Game:
             state = await self.env.init_state(row, client=ScriptedClient(), model="play")
             return await self.env.setup_state(state)
 
-        self.state = _run(start())
+        self.state = run_coroutine(start())
         self.messages = list(row["prompt"])
 
     def _environment_reply(self, human_cell: int | None) -> None:
         if human_cell is not None:
             self.state["human_cell"] = human_cell
-        reply = _run(self.env.env_response(self.messages, self.state))
+        reply = run_coroutine(self.env.env_response(self.messages, self.state))
         self.messages += [message.model_dump() for message in reply]
 
 

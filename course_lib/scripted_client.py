@@ -16,6 +16,7 @@ import time
 
 import verifiers as vf
 
+from course_lib.envs.tictactoe import message_text
 from course_lib.tictactoe_game import expert_move, is_over, legal_moves
 
 PLAYERS = ("expert", "random")
@@ -36,11 +37,6 @@ def scripted_answer(board, policy: str, rng: random.Random, player: str = "X") -
         move, reason = expert_move(board, player, rng)
         return f"<think>{reason}</think>\n<move>{move}</move>"
     return f"<move>{rng.choice(legal_moves(board))}</move>"
-
-
-def _text(message) -> str:
-    content = message.get("content") if isinstance(message, dict) else getattr(message, "content", None)
-    return content if isinstance(content, str) else ""
 
 
 def _role(message) -> str | None:
@@ -96,10 +92,10 @@ class ScriptedClient(OfflineClient):
         self.policy, self.seed = policy, seed
 
     def respond(self, prompt, **kwargs) -> str:
-        last_user = next((_text(m) for m in reversed(prompt) if _role(m) == "user"), "")
+        last_user = next((message_text(m) for m in reversed(prompt) if _role(m) == "user"), "")
         board = read_board(last_user)
         if board is None or is_over(board):
             return "I cannot find a board to play on."
-        conversation = "\n".join(_text(m) for m in prompt)
+        conversation = "\n".join(message_text(m) for m in prompt)
         digest = hashlib.sha256(f"{self.seed}:{conversation}".encode()).hexdigest()
         return scripted_answer(board, self.policy, random.Random(digest))
