@@ -176,6 +176,19 @@ async def evaluate_player(client: vf.Client, model: str, player: str, games: int
     return EvalResult(summary=summary, games=table, transcripts=paths)
 
 
+def saved_summary(path: Path, player: str, games: int, max_tokens_per_turn: int, seed: int = EVAL_SEED,
+                  max_turns: int = EVAL_MAX_TURNS) -> pd.DataFrame | None:
+    """`player`'s summary rows (both opponents) from a CSV an earlier notebook saved, if they come
+    from the same games under the same budget; else None. Replaying them would only add noise."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    rows = pd.read_csv(path)
+    rows = rows[(rows["player"] == player) & (rows["games"] == games) & (rows["seed"] == seed)
+                & (rows["max_turns"] == max_turns) & (rows["max_tokens_per_turn"] == max_tokens_per_turn)]
+    return rows.assign(source=path.name).reset_index(drop=True) if len(rows) == len(OPPONENTS) else None
+
+
 def save_transcripts(outputs: list[dict], path: Path, **fields) -> Path:
     """One JSON line per game: who played, the result, the moves and every message."""
     path.parent.mkdir(parents=True, exist_ok=True)

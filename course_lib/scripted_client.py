@@ -1,7 +1,7 @@
 """Scripted tic-tac-toe players behind the same verifiers client interface as a model.
 
-`ScriptedClient("expert")` answers `<think>reason</think><move>N</move>` with the scripted
-expert of `course_lib.tictactoe_game`; `ScriptedClient("random")` answers `<move>N</move>`
+`ScriptedClient("expert")` answers `<think>Empty cells: ... reason</think><move>N</move>` with the
+scripted expert of `course_lib.tictactoe_game`; `ScriptedClient("random")` answers `<move>N</move>`
 with a uniformly random empty cell. Both read the board from the last user message, exactly
 what a model sees, so `env.evaluate(ScriptedClient("expert"), model="expert", ...)` runs the
 real environment end to end: the harness and the environment are checked against players
@@ -35,7 +35,10 @@ def read_board(text: str) -> list | None:
 def scripted_answer(board, policy: str, rng: random.Random, player: str = "X") -> str:
     if policy == "expert":
         move, reason = expert_move(board, player, rng)
-        return f"<think>{reason}</think>\n<move>{move}</move>"
+        # The rationale first reads the board aloud: a student imitating it writes the empty cells
+        # before choosing, so its move is conditioned on a list it has just copied from the board.
+        empty = " ".join(str(cell) for cell in legal_moves(board))
+        return f"<think>Empty cells: {empty}. {reason}</think>\n<move>{move}</move>"
     return f"<move>{rng.choice(legal_moves(board))}</move>"
 
 

@@ -60,13 +60,30 @@ def test_shipped_dataset_schema_and_filters():
     meta = json.loads((sft.DATA_DIR / "meta.json").read_text())
     assert len(rows) == meta["games_kept"] == meta["games_played"] - sum(meta["dropped"].values())
     assert meta["games_played"] == get_profile("cpu").sft_num_games
-    assert len(rows) >= 200
+    assert len(rows) >= 180  # a couple of hundred distinct games
     for row in rows:
         assert set(row) == EXPECTED_KEYS
         assert_good_game(row)
     assert len({json.dumps([row["model_starts"], row["moves"]]) for row in rows}) == len(rows)
     dataset = sft.load_dataset()
     assert dataset.num_rows == len(rows) and dataset[0]["messages"] == rows[0]["messages"]
+
+
+def test_teacher_rationale_lists_exactly_the_empty_cells_of_the_board_it_answers():
+    """Catches: a rationale that lists a taken cell or misses an empty one (the student would learn
+    to misread the board), or a move outside the list it just wrote."""
+    rows = [json.loads(line) for line in (sft.DATA_DIR / sft.GAMES_FILE).read_text().splitlines()]
+    answers = 0
+    for row in rows:
+        messages = row["messages"]
+        for question, answer in zip(messages[1::2], messages[2::2]):
+            board = read_board(question["content"])
+            empty = [cell for cell in range(9) if board[cell] is None]
+            listed = answer["content"].split("Empty cells: ", 1)[1].split(".", 1)[0]
+            assert [int(cell) for cell in listed.split()] == empty, (question["content"], answer["content"])
+            assert MoveParser().judge(answer["content"], board)[0] in empty
+            answers += 1
+    assert answers == sum(row["model_turns"] for row in rows)
 
 
 def test_shipped_dataset_is_what_the_environment_produces_now():
