@@ -259,7 +259,12 @@ class PlayWidget:
     def _show(self, status: str) -> None:
         board = self.game.board
         for cell, button in enumerate(self.cells):
-            button.description = board[cell] or ""
+            # An empty cell shows its number, as on the model's board. Never an empty description:
+            # ipywidgets' front end skips redrawing a button whose description and icon are both
+            # empty, so the last game's X and O would stay on screen after "New game".
+            button.description = board[cell] or str(cell)
+            button.style.font_weight = "normal" if board[cell] is None else "bold"
+            button.style.text_color = "#9e9e9e" if board[cell] is None else "black"
             button.tooltip = f"cell {cell}"
             button.disabled = board[cell] is not None or self.game.to_move != "human"
         self.status.value = f"<b>{html.escape(status)}</b>"

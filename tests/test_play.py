@@ -137,7 +137,10 @@ def test_the_widget_plays_a_game_when_its_buttons_are_pressed():
     or the 'who starts' toggle and 'new game' button being ignored."""
     board = PlayWidget(expert_answer(3))
     assert board.starter.value == YOU_START and board.game.to_move == "human"
-    assert all(b.description == "" and not b.disabled for b in board.cells)
+    # Empty cells show their number: an empty description is never redrawn by ipywidgets' front
+    # end, which left the last game's marks on screen after "New game" (seen in a browser).
+    assert [b.description for b in board.cells] == [str(c) for c in range(9)]
+    assert not any(b.disabled for b in board.cells)
 
     board.cells[0].click()  # human O at 0, then the expert answers at once
     shown = [b.description for b in board.cells]
@@ -163,6 +166,7 @@ def test_the_widget_plays_a_game_when_its_buttons_are_pressed():
     board.new_game.click()
     shown = [b.description for b in board.cells]
     assert shown.count("X") == 1 and shown.count("O") == 0 and board.game.to_move == "human"
+    assert all(shown[c] == str(c) for c in range(9) if board.game.board[c] is None)
     assert "You play X and move first." in board.log.value
 
 
