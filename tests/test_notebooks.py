@@ -1,0 +1,32 @@
+"""Every notebook is a valid, clean file and opens by telling the learner what to expect."""
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+
+
+def test_the_course_has_its_twelve_notebooks_in_order():
+    assert [p.name[:2] for p in NOTEBOOKS] == [f"{i:02d}" for i in range(12)]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_valid_with_cell_ids_and_no_saved_outputs(path):
+    # Read the raw JSON: nbformat.read would silently add missing cell ids.
+    raw = json.loads(path.read_text())
+    assert all("id" in cell for cell in raw["cells"]), "a cell has no id (nbformat will reject it)"
+    nbformat.validate(nbformat.from_dict(raw))
+    code_cells = [cell for cell in raw["cells"] if cell["cell_type"] == "code"]
+    assert not any(cell["outputs"] for cell in code_cells), "outputs are committed: clear them"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_opens_with_goal_budget_per_profile_and_what_to_see(path):
+    opening = "".join(json.loads(path.read_text())["cells"][0]["source"])
+    assert "**Goal:**" in opening
+    assert "**Time and hardware:**" in opening
+    assert all(f"`{profile}`" in opening for profile in ("smoke", "cpu", "gpu", "full"))
+    assert "**What you should see:**" in opening
