@@ -152,6 +152,11 @@ class EvalResult:
                           games=pd.concat([r.games for r in results], ignore_index=True),
                           transcripts=[path for r in results for path in r.transcripts])
 
+    def renamed(self, player: str) -> "EvalResult":
+        """The same result under another player name (e.g. the base model as "before SFT")."""
+        return EvalResult(summary=self.summary.assign(player=player), games=self.games.assign(player=player),
+                          transcripts=self.transcripts)
+
 
 async def evaluate_player(client: vf.Client, model: str, player: str, games: int, *,
                           sampling_args: dict | None = None, max_concurrent: int = 4,
@@ -187,6 +192,16 @@ def saved_summary(path: Path, player: str, games: int, max_tokens_per_turn: int,
     rows = rows[(rows["player"] == player) & (rows["games"] == games) & (rows["seed"] == seed)
                 & (rows["max_turns"] == max_turns) & (rows["max_tokens_per_turn"] == max_tokens_per_turn)]
     return rows.assign(source=path.name).reset_index(drop=True) if len(rows) == len(OPPONENTS) else None
+
+
+def saved_result(summary_path: Path, games_path: Path, player: str, games: int, max_tokens_per_turn: int,
+                 seed: int = EVAL_SEED, max_turns: int = EVAL_MAX_TURNS) -> EvalResult | None:
+    """`saved_summary` plus the player's per-game rows from the games CSV saved next to it."""
+    summary = saved_summary(summary_path, player, games, max_tokens_per_turn, seed=seed, max_turns=max_turns)
+    if summary is None or not Path(games_path).is_file():
+        return None
+    rows = pd.read_csv(games_path)
+    return EvalResult(summary=summary, games=rows[rows["player"] == player].reset_index(drop=True), transcripts=[])
 
 
 def save_transcripts(outputs: list[dict], path: Path, **fields) -> Path:
