@@ -231,8 +231,8 @@ RESULT_COLORS = {"win": "#2e7d32", "draw": "#9e9e9e", "unfinished": "#e0e0e0", "
 def plot_wdl(summary: pd.DataFrame, title: str, best_win_vs_random: float | None = None):
     """Win/draw/unfinished/loss stacked bars, one panel per opponent, one bar per player.
 
-    Whiskers: 95% Wilson intervals of the win rate (left edge) and of the loss rate (right edge);
-    N is written next to each bar. Returns the figure.
+    Whiskers: 95% Wilson intervals of the win rate (at the win segment's right end, upper half of
+    the bar) and of the loss rate (at the loss segment's left end, lower half); N next to each bar. Returns the figure.
     """
     import matplotlib.pyplot as plt
 
@@ -250,11 +250,12 @@ def plot_wdl(summary: pd.DataFrame, title: str, best_win_vs_random: float | None
                     ax.text(left[player] + row[result] / 2, y, f"{row[result]:.0%}", ha="center", va="center",
                             fontsize=8, color="white" if result in ("win", "loss") else "black")
             left += rows[result].fillna(0)
-        y = range(len(players))
-        ax.errorbar(rows["win"], y, xerr=[rows["win"] - rows["win_lo"], rows["win_hi"] - rows["win"]],
-                    fmt="none", ecolor="black", capsize=3, lw=1)
-        ax.errorbar(1 - rows["loss"], y, xerr=[rows["loss_hi"] - rows["loss"], rows["loss"] - rows["loss_lo"]],
-                    fmt="none", ecolor="black", capsize=3, lw=1)
+        # Whiskers above (win) and below (loss) the bar's middle, where the percentages are written.
+        y = pd.Series(range(len(players)), index=players, dtype=float)
+        ax.errorbar(rows["win"], y - 0.25, xerr=[rows["win"] - rows["win_lo"], rows["win_hi"] - rows["win"]],
+                    fmt="none", ecolor="black", capsize=2, lw=1)
+        ax.errorbar(1 - rows["loss"], y + 0.25, xerr=[rows["loss_hi"] - rows["loss"], rows["loss"] - rows["loss_lo"]],
+                    fmt="none", ecolor="black", capsize=2, lw=1)
         for i, n in enumerate(rows["games"]):
             ax.text(1.02, i, "" if pd.isna(n) else f"N={int(n)}", va="center", fontsize=8)
         if opponent == "random" and best_win_vs_random is not None:

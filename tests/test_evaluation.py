@@ -240,3 +240,18 @@ def test_saved_results_are_reused_only_for_the_same_player_games_and_budget(tmp_
         assert evaluation.saved_result(tmp_path / "results.csv", tmp_path / "games.csv", **args) is None
     assert evaluation.saved_result(tmp_path / "results.csv", tmp_path / "games.csv", "nobody", 6, 56) is None
     assert evaluation.saved_result(tmp_path / "results.csv", tmp_path / "absent.csv", "expert (scripted)", 6, 56) is None
+
+
+def test_wdl_plot_keeps_the_interval_whiskers_off_the_percentages(expert_result):
+    """Catches: whiskers drawn through the middle of the bars, over the written percentages."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib.collections import LineCollection
+
+    fig = evaluation.plot_wdl(expert_result.summary, "expert")
+    for ax in fig.axes:
+        label_rows = {round(text.get_position()[1], 2) for text in ax.texts if text.get_text().endswith("%")}
+        assert label_rows == {0.0}
+        whisker_rows = {round(y, 2) for lines in ax.collections if isinstance(lines, LineCollection)
+                        for segment in lines.get_segments() for _, y in segment}
+        assert whisker_rows == {-0.25, 0.25}
