@@ -6,6 +6,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
+COLAB_BOOTSTRAP = """\
+# On Colab, fetch the course and its pinned stack (about 3 minutes); elsewhere this does nothing.
+import sys
+if "google.colab" in sys.modules:
+    !git clone -q https://github.com/llm-rl-course/llm-rl-environments /content/course 2>/dev/null; cd /content/course && make install
+    sys.path.insert(0, "/content/course")"""
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 
 
@@ -30,3 +36,10 @@ def test_notebook_opens_with_goal_budget_per_profile_and_what_to_see(path):
     assert "**Time and hardware:**" in opening
     assert all(f"`{profile}`" in opening for profile in ("smoke", "cpu", "gpu", "full"))
     assert "**What you should see:**" in opening
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_second_cell_is_the_same_colab_bootstrap_everywhere(path):
+    """Catches: a notebook that cannot run alone on Colab (no clone, no install, wrong path)."""
+    cell = json.loads(path.read_text())["cells"][1]
+    assert cell["cell_type"] == "code" and "".join(cell["source"]).strip() == COLAB_BOOTSTRAP
