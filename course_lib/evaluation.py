@@ -232,7 +232,8 @@ def plot_wdl(summary: pd.DataFrame, title: str, best_win_vs_random: float | None
     """Win/draw/unfinished/loss stacked bars, one panel per opponent, one bar per player.
 
     Whiskers: 95% Wilson intervals of the win rate (at the win segment's right end, upper half of
-    the bar) and of the loss rate (at the loss segment's left end, lower half); N next to each bar. Returns the figure.
+    the bar) and of the loss rate (at the loss segment's left end, lower half); N next to each bar.
+    Returns the figure.
     """
     import matplotlib.pyplot as plt
 

@@ -51,6 +51,11 @@ class Profile:
     grpo_use_lora: bool
     grpo_vllm_mode: str  # "" = transformers generate, "colocate" or "server"
 
+    @property
+    def model_name(self) -> str:
+        """The model's short name ("SmolLM2-135M-Instruct", "LFM2-1.2B"): the player name in result tables."""
+        return self.model.split(":")[-1].split("/")[-1]
+
     def as_table(self) -> dict:
         return asdict(self)
 
