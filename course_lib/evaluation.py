@@ -2,8 +2,8 @@
 
 `evaluate_player(client, model, name, games)` plays `games` games against the random opponent
 (random_move_prob 1.0) and `games` against the optimal one (0.0), the model starting in half
-of each, with the environment's ordinary `evaluate`. Any verifiers client works: a local
-server (`model_client(server)`), an API, or `ScriptedClient("expert" | "random")`, so the
+of each, with the environment's ordinary `evaluate`. Any verifiers client works: a local model
+(`serving.start_model().client`), an API, or `ScriptedClient("expert" | "random")`, so the
 baselines run through exactly the code that scores the model. It returns a tidy table (one
 row per opponent), a table of games, and writes every transcript to JSONL.
 
@@ -40,40 +40,6 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     # min/max: rounding must not leave p itself outside (at 0/n or n/n), or error bars go negative
     return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
-
-
-# --- Clients -------------------------------------------------------------------------------
-
-class LocalServerClient(vf.OpenAIChatCompletionsClient):
-    """verifiers' chat client with two fixes for `transformers serve` (5.17, with verifiers 0.3.1).
-
-    1. verifiers sends `max_tokens` as `max_completion_tokens`, which transformers serve ignores
-       (it then generates up to 1024 tokens per turn): we send `max_tokens` as well.
-    2. verifiers sends earlier assistant turns with `"tool_calls": null`, on which transformers
-       serve fails with HTTP 500 (TypeError), so any multi-turn game breaks: we drop null fields.
-    `model_client(server)` uses it for `transformers serve` only: OpenAI's reasoning models
-    refuse `max_tokens`, so APIs (and vLLM) get the plain client.
-    """
-
-    async def to_native_prompt(self, messages):
-        native, extra = await super().to_native_prompt(messages)
-        return [{key: value for key, value in message.items() if value is not None} for message in native], extra
-
-    async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs):
-        if sampling_args.get("max_tokens") is not None:
-            extra_body = {"max_tokens": sampling_args["max_tokens"], **(sampling_args.get("extra_body") or {})}
-            sampling_args = {**sampling_args, "extra_body": extra_body}
-        return await super().get_native_response(prompt, model, sampling_args, tools, **kwargs)
-
-
-def model_client(server) -> vf.Client:
-    """The verifiers client for a course_lib.serving.Server: LocalServerClient on a local
-    `transformers serve`, the plain `server.client` on vLLM and APIs."""
-    client = server.client
-    process = getattr(server, "process", None)
-    if process is not None and "transformers" in map(str, process.args):
-        return LocalServerClient(client.client)
-    return client
 
 
 def turn_sampling_args(profile, **overrides) -> dict:

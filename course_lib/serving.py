@@ -1,7 +1,11 @@
-"""Start and stop an OpenAI-compatible server for a profile's model.
+"""Start and stop a profile's model: an OpenAI-compatible server, or the model in this process.
 
-CPU profiles run `transformers serve`, GPU profiles `vllm serve`; notebooks talk to both the
-same way (an OpenAI client, or a verifiers client). A server is always stopped: on `stop()`,
+`start_server` runs an OpenAI-compatible server: `transformers serve` on CPU profiles (notebook 00
+shows it), `vllm serve` on GPU profiles. `start_model` is what evaluations use, the fastest way to
+answer many requests at once: vLLM's server on a GPU, and on a CPU the model loaded in this process
+with a client that batches concurrent requests (`course_lib.local_model`), several times faster than
+`transformers serve`, which answers one request at a time. Both give `.client` (a verifiers
+client), `.model` (the name to put in requests), `.chat()` and `.stop()`. A server is always stopped: on `stop()`,
 at the end of a `with serve():` block (exceptions and KeyboardInterrupt included), when the
 Python process exits, and, on Linux, when the kernel process dies (the child asks the OS for
 SIGTERM when its parent goes). `external_endpoint()` points the same interface at an API.
@@ -20,6 +24,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import verifiers as vf
+
+from course_lib.local_model import LocalModel
 from course_lib.models import resolve_model
 from course_lib.profiles import Profile, get_profile, output_dir
 
@@ -47,10 +54,33 @@ class EndpointNotConfigured(RuntimeError):
     """No API key is set for an external endpoint."""
 
 
+class LocalServerClient(vf.OpenAIChatCompletionsClient):
+    """verifiers' chat client with two fixes for `transformers serve` (5.17, with verifiers 0.3.1).
+
+    1. verifiers sends `max_tokens` as `max_completion_tokens`, which transformers serve ignores
+       (it then generates up to 1024 tokens per turn): we send `max_tokens` as well.
+    2. verifiers sends earlier assistant turns with `"tool_calls": null`, on which transformers
+       serve fails with HTTP 500 (TypeError), so any multi-turn game breaks: we drop null fields.
+    `Server.client` uses it for `transformers serve` only: OpenAI's reasoning models refuse
+    `max_tokens`, so APIs (and vLLM) get the plain client.
+    """
+
+    async def to_native_prompt(self, messages):
+        native, extra = await super().to_native_prompt(messages)
+        return [{key: value for key, value in message.items() if value is not None} for message in native], extra
+
+    async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs):
+        if sampling_args.get("max_tokens") is not None:
+            extra_body = {"max_tokens": sampling_args["max_tokens"], **(sampling_args.get("extra_body") or {})}
+            sampling_args = {**sampling_args, "extra_body": extra_body}
+        return await super().get_native_response(prompt, model, sampling_args, tools, **kwargs)
+
+
 @dataclass
 class Server:
     base_url: str  # ends with /v1
     model: str  # the name to put in requests
+    kind: str = "api"  # "transformers" or "vllm" for the servers we start, "api" for an external endpoint
     api_key: str = "local"
     request_timeout_s: float = 600
     process: subprocess.Popen | None = None
@@ -58,12 +88,12 @@ class Server:
     _log_file: object = field(default=None, repr=False)
 
     @property
-    def client(self):
-        """A verifiers client (verifiers 0.3.1 refuses a bare AsyncOpenAI)."""
-        import verifiers as vf
+    def client(self) -> vf.Client:
+        """A verifiers client (verifiers 0.3.1 refuses a bare AsyncOpenAI), with the fixes its server needs."""
         from openai import AsyncOpenAI
 
-        return vf.OpenAIChatCompletionsClient(
+        client_class = LocalServerClient if self.kind == "transformers" else vf.OpenAIChatCompletionsClient
+        return client_class(
             AsyncOpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.request_timeout_s, max_retries=0)
         )
 
@@ -165,6 +195,7 @@ def start_server(profile: Profile | None = None, model_path: str | None = None, 
     server = Server(
         base_url=f"http://127.0.0.1:{port}/v1",
         model=model_path if profile.server == "transformers" else profile.model,
+        kind=profile.server,
         request_timeout_s=profile.request_timeout_s,
         process=process, log_path=log_path, _log_file=log_file,
     )
@@ -211,6 +242,16 @@ def serve(profile: Profile | None = None, model_path: str | None = None, port: i
         yield server
     finally:
         server.stop()
+
+
+def start_model(profile: Profile | None = None, model_path: str | None = None) -> "LocalModel | Server":
+    """The profile's model, ready for many requests at once: a vLLM server on a GPU; on a CPU, the
+    model in this process with a batching client (no server, several times the tokens per second
+    of `transformers serve`). Use `.client`, `.model`, `.chat()`, and `.stop()` (or `with`)."""
+    profile = profile or get_profile()
+    if profile.server == "vllm":
+        return start_server(profile, model_path)
+    return LocalModel(model_path or resolve_model(profile), max_batch_size=profile.max_concurrent)
 
 
 def external_endpoint(default_model: str = "gpt-5-mini", request_timeout_s: float = 600) -> Server:

@@ -13,9 +13,7 @@ import verifiers as vf
 from openai import AsyncOpenAI
 
 import course_lib.evaluation as evaluation
-from course_lib.evaluation import (
-    LocalServerClient, eval_environment, evaluate_player, load_transcripts, wilson_interval,
-)
+from course_lib.evaluation import eval_environment, evaluate_player, load_transcripts, wilson_interval
 from course_lib.scripted_client import ScriptedClient, read_board
 from course_lib.tictactoe_game import is_over, legal_moves, render
 
@@ -90,46 +88,6 @@ def test_scripted_client_answers_like_a_model_through_the_client_interface():
         cell = int(text.split("<move>")[1].split("</move>")[0])
         assert cell in legal_moves(board)
         assert ("<think>" in text) == (policy == "expert")
-
-
-# --- Local server client fixes ------------------------------------------------------------------
-
-def test_local_server_client_sends_max_tokens_and_drops_null_fields(monkeypatch):
-    """Catches: transformers serve ignoring max_completion_tokens (1024 tokens per turn) and its
-    HTTP 500 on "tool_calls": null in earlier assistant turns."""
-    sent = {}
-
-    async def fake_post(client, path, *, body, extra_headers=None):
-        sent.update(body)
-        raise RuntimeError("stop here")
-
-    import verifiers.legacy.clients.openai_chat_completions_client as chat_module
-
-    monkeypatch.setattr(chat_module, "post_chat_completion_with_routed_experts_sidecar", fake_post)
-    client = LocalServerClient(AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x"))
-    prompt = [vf.UserMessage(content="hi"), vf.AssistantMessage(content="<move>4</move>"),
-              vf.UserMessage(content="again")]
-    with pytest.raises(vf.ModelError):
-        run(client.get_response(prompt, model="m", sampling_args={"max_tokens": 7}))
-    assert sent["max_tokens"] == 7 and sent["max_completion_tokens"] == 7
-    assert all(None not in message.values() for message in sent["messages"])
-    assert "tool_calls" not in sent["messages"][1]
-
-
-def test_model_client_fixes_transformers_serve_only():
-    """Catches: the max_tokens field reaching an OpenAI reasoning model (it refuses it)."""
-    from types import SimpleNamespace
-
-    from course_lib.evaluation import model_client
-    from course_lib.serving import Server
-
-    def server(args):
-        return Server(base_url="http://127.0.0.1:9/v1", model="m", process=SimpleNamespace(args=args) if args else None)
-
-    launcher = ["python", "-c", "...", "1"]
-    assert type(model_client(server(launcher + ["transformers", "serve", "dir"]))) is LocalServerClient
-    assert type(model_client(server(launcher + ["vllm", "serve", "dir"]))) is vf.OpenAIChatCompletionsClient
-    assert type(model_client(server(None))) is vf.OpenAIChatCompletionsClient
 
 
 # --- The harness ---------------------------------------------------------------------------------

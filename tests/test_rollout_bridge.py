@@ -1,10 +1,13 @@
 """The env -> TRL bridge: token bookkeeping, masks and rewards, with a scripted 'model'."""
 
+from types import SimpleNamespace
+
 import pytest
 import verifiers as vf
 from datasets import Dataset
 
 from course_lib import rollout_bridge as bridge
+from course_lib.local_model import LocalModelClient
 from course_lib.models import embedded_checkpoint
 
 
@@ -38,10 +41,10 @@ def scripted(tokenizer, answers, finish=True):
     """A generate_batch that answers each request with the next scripted text."""
     queue = list(answers)
 
-    def generate_batch(prompts, max_new_tokens):
+    def generate_batch(prompts, sampling):
         results = []
         for _ in prompts:
-            ids = tokenizer(queue.pop(0), add_special_tokens=False)["input_ids"][:max_new_tokens]
+            ids = tokenizer(queue.pop(0), add_special_tokens=False)["input_ids"][: sampling["max_tokens"]]
             ids = ids + [tokenizer.eos_token_id] if finish else ids
             results.append((ids, [-0.5] * len(ids)))
         return results
@@ -50,7 +53,7 @@ def scripted(tokenizer, answers, finish=True):
 
 
 def play(env, tokenizer, generate_batch, rows, max_tokens=32):
-    client = bridge.LocalModelClient(tokenizer, generate_batch, max_tokens)
+    client = LocalModelClient(tokenizer, generate_batch, {"max_tokens": max_tokens, "temperature": 1.0, "top_p": 1.0})
     return client, bridge.run_coroutine(bridge.play_episodes(env, rows, client))
 
 
@@ -99,13 +102,14 @@ def test_rewards_are_the_rubric_values_with_the_rubric_weights(env, tokenizer):
     functions, weights = bridge.trl_reward_functions(env)
     assert [f.__name__ for f in functions] == ["says_seven", "num_turns"] and weights == [0.5, 0.0]
 
-    def answer_by_question(trainer, prompts, max_new_tokens):  # "7" only to the first question
+    def answer_by_question(trainer, prompts, sampling):  # "7" only to the first question
         texts = ["7" if "What is 0 + 3?" in tokenizer.decode(ids) else "2" for ids in prompts]
-        return scripted(tokenizer, texts)(prompts, max_new_tokens)
+        return scripted(tokenizer, texts)(prompts, sampling)
 
     dataset = env.get_dataset()
     rollout_func = bridge.make_rollout_func(env, dataset, tokenizer, answer_by_question, 32)
-    output = rollout_func(bridge.trl_prompt_dataset(dataset)["prompt"][:2], trainer=None)
+    trainer = SimpleNamespace(args=SimpleNamespace(temperature=1.0, top_p=1.0))  # what rollout_func reads
+    output = rollout_func(bridge.trl_prompt_dataset(dataset)["prompt"][:2], trainer=trainer)
     assert output["says_seven"] == [1.0, 0.0]  # rows keep their order and their own rewards
     assert functions[0](completions=None, **output) == [1.0, 0.0]
     assert output["num_turns"] == [2, 2]
@@ -117,7 +121,7 @@ def test_prompts_map_back_to_their_rows_in_order(env):
 
 
 def test_a_failing_model_fails_loudly(env, tokenizer):
-    def broken(prompts, max_new_tokens):
+    def broken(prompts, sampling):
         raise MemoryError("out of memory: lower per_device_train_batch_size")
 
     with pytest.raises(RuntimeError, match="episode failed"):

@@ -7,10 +7,15 @@ import subprocess
 import sys
 import time
 
+import asyncio
+
 import pytest
+import verifiers as vf
+from openai import AsyncOpenAI
 
 from course_lib import serving
 from course_lib.profiles import get_profile
+from course_lib.serving import LocalServerClient, Server
 
 
 def _alive(pid: int) -> bool:
@@ -108,3 +113,45 @@ def test_external_endpoint_reads_the_environment(monkeypatch):
     endpoint = serving.external_endpoint()
     assert (endpoint.base_url, endpoint.model, endpoint.api_key) == ("http://127.0.0.1:9/v1", "gpt-5-mini", "sk-test")
     endpoint.stop()  # nothing to stop: must not fail
+
+
+# --- Local server client fixes ------------------------------------------------------------------
+
+def test_local_server_client_sends_max_tokens_and_drops_null_fields(monkeypatch):
+    """Catches: transformers serve ignoring max_completion_tokens (1024 tokens per turn) and its
+    HTTP 500 on "tool_calls": null in earlier assistant turns."""
+    sent = {}
+
+    async def fake_post(client, path, *, body, extra_headers=None):
+        sent.update(body)
+        raise RuntimeError("stop here")
+
+    import verifiers.legacy.clients.openai_chat_completions_client as chat_module
+
+    monkeypatch.setattr(chat_module, "post_chat_completion_with_routed_experts_sidecar", fake_post)
+    client = LocalServerClient(AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x"))
+    prompt = [vf.UserMessage(content="hi"), vf.AssistantMessage(content="<move>4</move>"),
+              vf.UserMessage(content="again")]
+    with pytest.raises(vf.ModelError):
+        asyncio.run(client.get_response(prompt, model="m", sampling_args={"max_tokens": 7}))
+    assert sent["max_tokens"] == 7 and sent["max_completion_tokens"] == 7
+    assert all(None not in message.values() for message in sent["messages"])
+    assert "tool_calls" not in sent["messages"][1]
+
+
+def test_the_client_fixes_transformers_serve_only():
+    """Catches: the max_tokens field reaching an OpenAI reasoning model (it refuses it)."""
+    def client(kind):
+        return Server(base_url="http://127.0.0.1:9/v1", model="m", kind=kind).client
+
+    assert type(client("transformers")) is LocalServerClient
+    assert type(client("vllm")) is vf.OpenAIChatCompletionsClient
+    assert type(client("api")) is vf.OpenAIChatCompletionsClient
+
+
+def test_start_model_runs_the_model_in_process_on_cpu_profiles():
+    """Catches: evaluations on a CPU falling back to the one-request-at-a-time server."""
+    from course_lib.local_model import LocalModel
+
+    with serving.start_model(get_profile("smoke")) as model:
+        assert isinstance(model, LocalModel) and model.max_batch_size == get_profile("smoke").max_concurrent

@@ -1,0 +1,224 @@
+"""A model in this Python process that answers many requests as one batch: the fast way on a CPU.
+
+An evaluation sends dozens of requests at once (one per game in flight). `transformers serve`
+answers them one at a time, at 6-8 tokens/s on two cores; one batched `generate` call over all of
+them produces several times more tokens per second, because a CPU spends most of a decoding step
+reading the weights, whatever the batch. `LocalModelClient` is a verifiers client that collects
+every request that arrives while the model is busy and answers them together:
+
+    game 1 ──┐                                       ┌──> game 1 reads its answer
+    game 2 ──┼─> pending ─> one left-padded batch ───┼──> game 2 ...
+    game 64 ─┘             (generate, in a thread)   └──> game 64 ...
+
+It also keeps each conversation as token ids, turn by turn, which GRPO needs (the rollout bridge
+uses this same client with the model being trained). `LocalModel` loads a checkpoint and gives a
+client with the same interface as `course_lib.serving.Server`, so notebooks use either alike.
+"""
+
+import asyncio
+import time
+import uuid
+from typing import Callable
+
+import verifiers as vf
+from verifiers.types import Response, ResponseMessage, ResponseTokens, Usage
+
+# generate_batch(list of prompt token ids, sampling) -> list of (completion ids, logprobs), where
+# sampling = {"max_tokens": int, "temperature": float, "top_p": float}
+GenerateBatch = Callable[[list[list[int]], dict], list[tuple[list[int], list[float]]]]
+SAMPLING_KEYS = ("max_tokens", "temperature", "top_p")
+
+
+class LocalModelClient(vf.Client):
+    """A verifiers client that generates with a local batch function and records token ids."""
+
+    def __init__(self, tokenizer, generate_batch: GenerateBatch, sampling: dict, max_batch_size: int = 64):
+        super().__init__(None)
+        self.tokenizer = tokenizer
+        self.generate_batch = generate_batch
+        self.sampling = sampling  # defaults; a request's own max_tokens / temperature / top_p win
+        self.max_batch_size = max_batch_size
+        self.conversations: dict[str, tuple[list[dict], list[int]]] = {}  # trajectory id -> (messages, ids)
+        self._pending: list[tuple[list[int], dict, asyncio.Future]] = []
+        self._worker: asyncio.Task | None = None
+        self.closed_turns = 0  # turns cut at max_tokens, closed by us with an EOS
+        self.batch_sizes: list[int] = []  # one entry per generate call (the benchmark reads it)
+
+    # The prompt as plain {"role", "content"} dicts, what chat templates expect.
+    async def to_native_prompt(self, messages):
+        return [{"role": m.role, "content": m.content} for m in messages], {}
+
+    async def get_native_response(self, prompt, model, sampling_args, tools=None, state=None, **kwargs):
+        trajectory_id = state["trajectory_id"] if state is not None else uuid.uuid4().hex
+        sampling = {**self.sampling, **{k: v for k, v in (sampling_args or {}).items()
+                                        if k in SAMPLING_KEYS and v is not None}}
+        prompt_ids = self._prompt_ids(trajectory_id, prompt, tools)
+        completion_ids, logprobs = await self._generate(prompt_ids, sampling)
+        eos = self.tokenizer.eos_token_id
+        finished = bool(completion_ids) and completion_ids[-1] == eos
+        completion_mask = [1] * len(completion_ids)
+        if not finished:  # close the turn so the conversation stays well formed; not a model token
+            completion_ids, logprobs, completion_mask = completion_ids + [eos], logprobs + [0.0], completion_mask + [0]
+            self.closed_turns += 1
+        text = self.tokenizer.decode(completion_ids, skip_special_tokens=True)
+        self.conversations[trajectory_id] = (
+            prompt + [{"role": "assistant", "content": text}], prompt_ids + completion_ids)
+        return Response(
+            id=uuid.uuid4().hex, created=int(time.time()), model=model,
+            usage=Usage(prompt_tokens=len(prompt_ids), reasoning_tokens=0, completion_tokens=len(completion_ids),
+                        total_tokens=len(prompt_ids) + len(completion_ids)),
+            message=ResponseMessage(
+                content=text, finish_reason="stop" if finished else "length", is_truncated=not finished,
+                tokens=ResponseTokens(prompt_ids=prompt_ids, prompt_mask=[0] * len(prompt_ids),
+                                      completion_ids=completion_ids, completion_mask=completion_mask,
+                                      completion_logprobs=logprobs)),
+        )
+
+    def _render(self, messages, add_generation_prompt: bool, tools=None) -> str:
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, tools=tools or None,
+                                                  add_generation_prompt=add_generation_prompt)
+
+    def _prompt_ids(self, trajectory_id: str, messages: list[dict], tools=None) -> list[int]:
+        """Token ids of the prompt: the previous turn's ids plus the new environment reply."""
+        encode = lambda text: self.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+        if trajectory_id not in self.conversations:
+            return encode(self._render(messages, add_generation_prompt=True, tools=tools))
+        previous_messages, previous_ids = self.conversations[trajectory_id]
+        if messages[: len(previous_messages)] != previous_messages:
+            raise vf.ModelError("the conversation was rewritten between turns; cannot extend its tokens")
+        before = self._render(previous_messages, add_generation_prompt=False, tools=tools)
+        after = self._render(messages, add_generation_prompt=True, tools=tools)
+        # The model's ids end with its EOS; the env reply is everything the template adds after it.
+        cut = before.rfind(self.tokenizer.eos_token) + len(self.tokenizer.eos_token)
+        if not after.startswith(before[:cut]):
+            raise vf.ModelError("the chat template renders earlier turns differently; cannot extend tokens")
+        return previous_ids + encode(after[cut:])
+
+    async def _generate(self, prompt_ids: list[int], sampling: dict) -> tuple[list[int], list[float]]:
+        """Queue one request; a single worker task answers the queue batch by batch."""
+        future = asyncio.get_running_loop().create_future()
+        self._pending.append((prompt_ids, sampling, future))
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.get_running_loop().create_task(self._answer_pending())
+        return await future
+
+    async def _answer_pending(self) -> None:
+        while self._pending:
+            # Let every episode that is about to ask (its answer just came back) join this batch:
+            # wait until the queue stops growing.
+            size = -1
+            while size != len(self._pending):
+                size = len(self._pending)
+                await asyncio.sleep(0.005)
+            first_sampling = self._pending[0][1]
+            batch = [item for item in self._pending if item[1] == first_sampling][: self.max_batch_size]
+            self._pending = [item for item in self._pending if item not in batch]
+            self.batch_sizes.append(len(batch))
+            try:  # in a thread, so the event loop (progress bars, timeouts) stays responsive
+                results = await asyncio.to_thread(self.generate_batch, [ids for ids, _, _ in batch], first_sampling)
+            except Exception as error:  # e.g. out of memory: fail these requests, not the event loop
+                for _, _, future in batch:
+                    if not future.done():
+                        future.set_exception(error)
+                continue
+            for (_, _, future), result in zip(batch, results):
+                if not future.done():  # its episode may have been cancelled meanwhile
+                    future.set_result(result)
+
+    async def from_native_response(self, response):
+        return response
+
+    async def raise_from_native_response(self, response):
+        return None
+
+    def setup_client(self, config):
+        return None
+
+    async def to_native_tool(self, tool):
+        """Tools go to the chat template as OpenAI-style function schemas."""
+        return {"type": "function", "function": {"name": tool.name, "description": tool.description,
+                                                 "parameters": tool.parameters}}
+
+    async def close(self):
+        self.conversations.clear()
+
+
+def sample_batch(model, tokenizer, prompts: list[list[int]], sampling: dict, with_logprobs: bool = False):
+    """Sample one completion per prompt with transformers `generate` on a left-padded batch.
+
+    Returns (completion ids ending at the first EOS, per-token logprobs or [] without with_logprobs).
+    Logprobs cost memory (one vocabulary-sized row per token and sequence), so evaluations skip them.
+    """
+    import torch
+
+    width = max(len(ids) for ids in prompts)
+    pad = tokenizer.pad_token_id
+    input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in prompts], device=model.device)
+    attention_mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts], device=model.device)
+    with torch.inference_mode():
+        out = model.generate(
+            input_ids=input_ids, attention_mask=attention_mask, do_sample=True,
+            temperature=sampling["temperature"], top_p=sampling["top_p"], max_new_tokens=sampling["max_tokens"],
+            eos_token_id=tokenizer.eos_token_id, pad_token_id=pad,
+            output_scores=with_logprobs, return_dict_in_generate=True,
+        )
+        scores = (model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True).tolist()
+                  if with_logprobs else None)
+    results = []
+    for i, sequence in enumerate(out.sequences[:, width:].tolist()):
+        eos = tokenizer.eos_token_id
+        length = sequence.index(eos) + 1 if eos in sequence else len(sequence)
+        results.append((sequence[:length], scores[i][:length] if with_logprobs else []))
+    return results
+
+
+class LocalModel:
+    """A checkpoint loaded in this process, with a batching verifiers client.
+
+    Same interface as `course_lib.serving.Server`: `.client` (for `env.evaluate`), `.model` (the
+    name to put in requests), `.chat(...)`, `.stop()`, and `with LocalModel(path) as model:`.
+    """
+
+    def __init__(self, model_path: str, max_batch_size: int = 64, threads: int | None = None):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if threads:
+            torch.set_num_threads(threads)
+        self.model = str(model_path)
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        # float32: CPUs without native bf16 run it many times slower
+        self.network = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
+        defaults = self.network.generation_config
+        self.sampling = {"max_tokens": 256, "temperature": defaults.temperature or 1.0, "top_p": defaults.top_p or 1.0}
+        self.max_batch_size = max_batch_size
+        self._client: LocalModelClient | None = None
+
+    def generate_batch(self, prompts: list[list[int]], sampling: dict):
+        return sample_batch(self.network, self.tokenizer, prompts, sampling)
+
+    @property
+    def client(self) -> LocalModelClient:
+        """One client per model: all requests, from every evaluation, share its batches."""
+        if self._client is None:
+            self._client = LocalModelClient(self.tokenizer, self.generate_batch, self.sampling, self.max_batch_size)
+        return self._client
+
+    def chat(self, message: str | list[dict], **sampling) -> str:
+        """One chat completion (e.g. for the play widget); `message` is a user message or a message list."""
+        messages = [{"role": "user", "content": message}] if isinstance(message, str) else message
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        options = {**self.sampling, **{k: v for k, v in sampling.items() if k in SAMPLING_KEYS}}
+        completion, _ = self.generate_batch([ids], options)[0]
+        return self.tokenizer.decode(completion, skip_special_tokens=True)
+
+    def stop(self) -> None:
+        """Free the model's memory (the same call that stops a server)."""
+        self.network = self._client = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stop()

@@ -1,0 +1,118 @@
+"""The in-process batching client: many concurrent requests, one batch, each answer to its caller."""
+
+import asyncio
+import threading
+
+import pytest
+import verifiers as vf
+
+from course_lib.local_model import LocalModel, LocalModelClient
+from course_lib.models import embedded_checkpoint
+
+SAMPLING = {"max_tokens": 16, "temperature": 1.0, "top_p": 1.0}
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(embedded_checkpoint())
+
+
+def echo_number(tokenizer, calls):
+    """A generate_batch that answers each prompt with the number it asks about, and logs its batches."""
+    def generate_batch(prompts, sampling):
+        calls.append((len(prompts), dict(sampling), threading.current_thread().name))
+        answers = []
+        for ids in prompts:
+            number = tokenizer.decode(ids).rsplit("number ", 1)[1].split("<")[0].strip()
+            answers.append((tokenizer(f"You said {number}", add_special_tokens=False)["input_ids"]
+                            + [tokenizer.eos_token_id], []))
+        return answers
+    return generate_batch
+
+
+def ask(client, number, **sampling):
+    prompt = [vf.UserMessage(content=f"Repeat the number {number}")]
+    return client.get_response(prompt, "local", sampling)
+
+
+def run(coroutine, timeout=60):
+    """Nothing may hang: every test finishes within `timeout` seconds or fails."""
+    async def bounded():
+        return await asyncio.wait_for(coroutine, timeout)
+    return asyncio.run(bounded())
+
+
+def test_concurrent_requests_share_batches_and_each_caller_gets_its_own_answer(tokenizer):
+    """Catches: answers delivered to the wrong caller, or requests answered one at a time."""
+    calls = []
+    client = LocalModelClient(tokenizer, echo_number(tokenizer, calls), SAMPLING, max_batch_size=16)
+
+    async def many():
+        return await asyncio.gather(*(ask(client, n) for n in range(40)))
+
+    responses = run(many())
+    assert [r.message.content for r in responses] == [f"You said {n}" for n in range(40)]
+    assert [size for size, _, _ in calls] == [16, 16, 8]  # 40 requests, batches of at most 16
+    assert all(thread != threading.main_thread().name for _, _, thread in calls)  # the loop stays free
+
+
+def test_a_request_sampling_wins_over_the_defaults_and_splits_batches(tokenizer):
+    calls = []
+    client = LocalModelClient(tokenizer, echo_number(tokenizer, calls), SAMPLING)
+
+    async def mixed():
+        return await asyncio.gather(ask(client, 1), ask(client, 2, max_tokens=4, temperature=0.5), ask(client, 3))
+
+    run(mixed())
+    assert sorted((size, sampling["max_tokens"], sampling["temperature"]) for size, sampling, _ in calls) == [
+        (1, 4, 0.5), (2, 16, 1.0)]
+
+
+def test_an_error_in_generation_reaches_every_waiting_caller_and_the_next_batch_still_runs(tokenizer):
+    """Catches: a failed batch that leaves its callers waiting forever, or kills the worker."""
+    calls = []
+    good = echo_number(tokenizer, calls)
+    failures = iter([True])
+
+    def sometimes_broken(prompts, sampling):
+        if next(failures, False):
+            raise MemoryError("out of memory: lower max_batch_size")
+        return good(prompts, sampling)
+
+    client = LocalModelClient(tokenizer, sometimes_broken, SAMPLING)
+
+    async def two_rounds():
+        first = await asyncio.gather(*(ask(client, n) for n in range(3)), return_exceptions=True)
+        second = await ask(client, 7)
+        return first, second
+
+    first, second = run(two_rounds())
+    assert all(isinstance(error, vf.ModelError) and isinstance(error.__cause__, MemoryError) for error in first)
+    assert second.message.content == "You said 7"
+
+
+def test_a_turn_cut_at_max_tokens_is_closed_and_reported_as_truncated(tokenizer):
+    client = LocalModelClient(tokenizer, lambda prompts, s: [([tokenizer.encode("a")[0]] * s["max_tokens"], [])
+                                                             for _ in prompts], SAMPLING)
+    response = run(ask(client, 1))
+    assert response.message.is_truncated and response.message.finish_reason == "length"
+    assert client.closed_turns == 1
+
+
+def test_the_embedded_model_plays_tictactoe_games_in_batches_and_samples():
+    """Real model, real environment: several games at once go through one batch, and two rollouts
+    of the same game can differ (sampling is on)."""
+    from course_lib.envs.tictactoe import load_environment
+
+    env = load_environment(num_train_examples=0, num_eval_examples=1, max_turns=1)
+    with LocalModel(embedded_checkpoint()) as model:
+        results = run(env.evaluate(model.client, model.model, sampling_args={"max_tokens": 12},
+                                   num_examples=1, rollouts_per_example=6, max_concurrent=6), timeout=240)
+        assert max(model.client.batch_sizes) > 1
+        answers = [o["completion"][0]["content"] for o in results["outputs"]]
+        assert len(set(answers)) > 1, answers
+        assert all(o.get("error") is None for o in results["outputs"])
+        assert model.chat("Say hi", max_tokens=4)  # the one-request path the play widget uses
+    assert model.network is None  # stopped: the weights are freed
