@@ -7,6 +7,8 @@ The harness is checked with players whose results are known: the scripted expert
 import asyncio
 import json
 import random
+from collections import Counter
+from fractions import Fraction
 
 import pytest
 import verifiers as vf
@@ -17,7 +19,7 @@ from course_lib.evaluation import (
     LocalServerClient, eval_environment, evaluate_player, load_transcripts, wilson_interval,
 )
 from course_lib.scripted_client import ScriptedClient, read_board
-from course_lib.tictactoe_game import is_over, legal_moves, render
+from course_lib.tictactoe_game import is_over, legal_moves, random_player_results, render
 
 
 def run(coro):
@@ -200,6 +202,40 @@ def test_the_random_player_never_beats_the_optimal_opponent_and_plays_plausibly_
     assert summary.loc["optimal", "win"] == 0 and summary.loc["optimal", "loss"] >= 0.6
     assert 0.2 <= summary.loc["random", "win"] <= 0.7 and summary.loc["random", "loss"] >= 0.1
     assert (summary["invalid_per_move"] == 0).all()
+
+
+@pytest.fixture(scope="module")
+def random_vs_optimal(tmp_path_factory):
+    """1,000 games of the random player against the optimal opponent (about 7 s)."""
+    out = tmp_path_factory.mktemp("random")
+    return run(evaluate_player(ScriptedClient("random"), "random", "random", 1000, opponents=["optimal"], out_dir=out))
+
+
+def chi_square(counts: Counter, categories: int) -> float:
+    n = sum(counts.values())
+    return sum((counts[i] - n / categories) ** 2 / (n / categories) for i in range(categories))
+
+
+def test_the_random_players_first_move_is_uniform_over_the_free_cells(random_vs_optimal):
+    """Catches: a "random" player seeded on the text alone, which opened every game it started with cell 5."""
+    opening, reply = Counter(), Counter()  # cell when X starts; rank among the 8 free cells when O did
+    for record in load_transcripts(random_vs_optimal.transcripts[0]):
+        (first_player, first_cell), second_cell = record["moves"][0], record["moves"][1][1]
+        if first_player == "X":
+            opening[first_cell] += 1
+        else:
+            reply[[c for c in range(9) if c != first_cell].index(second_cell)] += 1
+    assert sum(opening.values()) == sum(reply.values()) == 500
+    assert chi_square(opening, 9) < 26.12 and chi_square(reply, 8) < 24.32  # p = 0.001 at 8 and 7 degrees of freedom
+
+
+def test_the_random_players_draw_rate_against_the_optimal_opponent_is_the_exact_one(random_vs_optimal):
+    """Catches: a random baseline that is not random (seeded on the text, it drew 0 of 300 games, not about 13%)."""
+    summary = random_vs_optimal.summary.iloc[0]
+    share_first = Fraction(int(summary["model_first"]), int(summary["games"]))
+    exact = share_first * random_player_results(0, True)[1] + (1 - share_first) * random_player_results(0, False)[1]
+    low, high = wilson_interval(round(summary["draw"] * summary["games"]), summary["games"], z=3.29)  # 99.9%
+    assert low <= exact <= high and summary["win"] == 0
 
 
 def test_the_same_seed_replays_the_same_games():
