@@ -291,3 +291,41 @@ def test_wdl_plot_keeps_the_interval_whiskers_off_the_percentages(expert_result)
         whisker_rows = {round(y, 2) for lines in ax.collections if isinstance(lines, LineCollection)
                         for segment in lines.get_segments() for _, y in segment}
         assert whisker_rows == {-0.25, 0.25}
+
+
+# --- Argument checks ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("k, n, z", [(3, -5, 1.96), (-1, 4, 1.96), (5, 4, 1.96), (float("nan"), 10, 1.96),
+                                     (2.5, 4, 1.96), (1, 4, 0), (1, 4, -1.96), (1, 4, float("nan")), (1, 4, float("inf"))])
+def test_wilson_interval_refuses_impossible_counts_and_z(k, n, z):
+    """Catches: wilson_interval(3, -5) = (0.0, -0.187), (nan, 10) = (0, 1) and a zero-width interval at z <= 0."""
+    with pytest.raises(ValueError):
+        wilson_interval(k, n, z)
+
+
+@pytest.mark.parametrize("games, opponents, message", [
+    (0, ["random"], "games must be"), (-3, ["random"], "games must be"), (2.5, ["random"], "games must be"),
+    (True, ["random"], "games must be"), (4, [], "opponents must be"), (4, "random", "opponents must be"),
+    (4, ["randon"], "opponents must be"),
+])
+def test_evaluate_player_refuses_what_it_cannot_play(games, opponents, message):
+    """Catches: games=0 or opponents=[] -> KeyError: 'player'; opponents="random" -> KeyError: 'r'."""
+    with pytest.raises(ValueError, match=message):
+        run(evaluate_player(ScriptedClient("random"), "random", "random", games, opponents=opponents))
+
+
+def test_eval_environment_refuses_no_games_and_unknown_opponents():
+    with pytest.raises(ValueError, match="games must be"):
+        eval_environment("random", 0)
+    with pytest.raises(ValueError, match="opponents must be"):
+        eval_environment("strong", 4)
+
+
+def test_empty_results_give_a_clear_error(expert_result):
+    """Catches: EvalResult.concat([]), summarize and plot_wdl on an empty table raising KeyError."""
+    with pytest.raises(ValueError, match="no results"):
+        evaluation.EvalResult.concat([])
+    with pytest.raises(ValueError, match="no games"):
+        evaluation.summarize(expert_result.games.iloc[:0])
+    with pytest.raises(ValueError, match="nothing to plot"):
+        evaluation.plot_wdl(expert_result.summary.iloc[:0], "empty")
