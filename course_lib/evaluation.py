@@ -13,6 +13,7 @@ and later notebooks compare against these numbers with the same seed.
 
 import json
 import math
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,10 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
 
     Unlike p ± z·sqrt(p(1-p)/n), it stays inside [0, 1] and is not zero-width at 0/n or n/n.
     """
+    if not (isinstance(successes, numbers.Integral) and isinstance(n, numbers.Integral) and 0 <= successes <= n):
+        raise ValueError(f"need whole numbers 0 <= successes <= n, got successes={successes!r}, n={n!r}")
+    if not (isinstance(z, numbers.Real) and 0 < z < math.inf):
+        raise ValueError(f"z must be a positive number (1.96 for 95%), got {z!r}")
     if n == 0:
         return 0.0, 1.0
     p = successes / n
@@ -49,9 +54,19 @@ def turn_sampling_args(profile, **overrides) -> dict:
 
 # --- Games ---------------------------------------------------------------------------------
 
+def check_games_and_opponents(games, opponents) -> None:
+    """A clear ValueError for what evaluate_player and eval_environment cannot play."""
+    if not isinstance(games, numbers.Integral) or isinstance(games, bool) or games < 1:
+        raise ValueError(f"games must be a whole number of games per opponent, at least 1, got {games!r}")
+    if isinstance(opponents, str) or not opponents or any(o not in OPPONENTS for o in opponents):
+        raise ValueError(f"opponents must be a non-empty list of names from {list(OPPONENTS)} "
+                         f"(e.g. opponents=['random']), got {opponents!r}")
+
+
 def eval_environment(opponent: str, games: int, seed: int = EVAL_SEED, max_turns: int = EVAL_MAX_TURNS) -> TicTacToeEnv:
     """The environment whose eval set is `games` games against `opponent`, the model starting
     in ceil(games/2) of them: the first rows of each kind from a seeded pool."""
+    check_games_and_opponents(games, [opponent])
     prob = OPPONENTS[opponent]
     pool = 3 * games + 20  # who starts is a coin flip per row, so this has enough of each kind
     env = load_environment(num_train_examples=0, num_eval_examples=pool, min_random_move_prob=prob,
@@ -85,6 +100,8 @@ def game_rows(outputs: list[dict], player: str, opponent: str) -> list[dict]:
 
 def summarize(games: pd.DataFrame) -> pd.DataFrame:
     """One row per (player, opponent): rates with 95% Wilson intervals and N."""
+    if games.empty:
+        raise ValueError("no games to summarize: the table is empty")
     rows = []
     for (player, opponent), g in games.groupby(["player", "opponent"], sort=False):
         n = len(g)
@@ -114,6 +131,8 @@ class EvalResult:
     @staticmethod
     def concat(results: list["EvalResult"]) -> "EvalResult":
         """One result from several runs (e.g. one per opponent, run in separate cells)."""
+        if not results:
+            raise ValueError("no results to concatenate: pass a non-empty list of EvalResult")
         return EvalResult(summary=pd.concat([r.summary for r in results], ignore_index=True),
                           games=pd.concat([r.games for r in results], ignore_index=True),
                           transcripts=[path for r in results for path in r.transcripts])
@@ -129,6 +148,7 @@ async def evaluate_player(client: vf.Client, model: str, player: str, games: int
                           opponents=tuple(OPPONENTS), seed: int = EVAL_SEED,
                           max_turns: int = EVAL_MAX_TURNS, out_dir: Path | None = None) -> EvalResult:
     """Play `games` games against each opponent through the environment's `evaluate`."""
+    check_games_and_opponents(games, opponents)
     all_rows, paths = [], []
     for opponent in opponents:
         env = eval_environment(opponent, games, seed=seed, max_turns=max_turns)
@@ -203,8 +223,10 @@ def plot_wdl(summary: pd.DataFrame, title: str, best_win_vs_random: float | None
     """
     import matplotlib.pyplot as plt
 
+    opponents = [o for o in OPPONENTS if o in set(summary.get("opponent", []))]
+    if not opponents:
+        raise ValueError(f"nothing to plot: the summary has no rows against {list(OPPONENTS)}")
     players = list(dict.fromkeys(summary["player"]))
-    opponents = [o for o in OPPONENTS if o in set(summary["opponent"])]
     fig, axes = plt.subplots(1, len(opponents), figsize=(5.5 * len(opponents), 0.6 * len(players) + 1.7),
                              sharey=True, squeeze=False)
     for ax, opponent in zip(axes[0], opponents):

@@ -23,7 +23,6 @@ and here that method answers with the cell you clicked (see `_human_seat`).
 import functools
 import html
 import random
-import re
 from typing import Callable
 
 import datasets
@@ -33,10 +32,10 @@ from course_lib.envs.tictactoe import (
 )
 from course_lib.rollout_bridge import run_coroutine
 from course_lib.scripted_client import ScriptedClient, read_board, scripted_answer
+from course_lib.tags import tag_contents
 from course_lib.tictactoe_game import is_over, new_board
 
 Answer = Callable[[list[dict]], str]  # the model: messages so far -> its next answer
-THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
 
 
 class IllegalMove(ValueError):
@@ -112,7 +111,7 @@ class Game:
             raise IllegalMove("The game is over: start a new game to play again.")
         if self.to_move != "human":
             raise IllegalMove("Wait: it is the model's turn.")
-        if not (isinstance(cell, int) and 0 <= cell <= 8):
+        if type(cell) is not int or not 0 <= cell <= 8:  # not isinstance: True would play cell 1
             raise IllegalMove(f"There is no cell {cell!r}: cells are 0 to 8.")
         if self.board[cell] is not None:
             raise IllegalMove(f"Cell {cell} is already taken by {self.board[cell]}: pick an empty cell.")
@@ -130,8 +129,8 @@ class Game:
             raise IllegalMove("It is not the model's turn." if not self.over else "The game is over.")
         text = answer(list(self.messages)) or ""
         self.messages.append({"role": "assistant", "content": text})
-        found = THINK.search(text)
-        self.think = found.group(1).strip() if found else ""
+        thoughts = tag_contents(text, "think")  # linear in the answer's length, whatever the model wrote
+        self.think = thoughts[0].strip() if thoughts else ""
         cell, problem = self.env.parser.judge(text, self.board)  # the environment's own judge
         after = self.board
         if problem is None:

@@ -6,7 +6,9 @@ with a uniformly random empty cell. Both read the board from the last user messa
 what a model sees, so `env.evaluate(ScriptedClient("expert"), model="expert", ...)` runs the
 real environment end to end: the harness and the environment are checked against players
 whose results we know (the expert never loses). Replies are seeded by the conversation so
-far, so a rerun plays the same games. No tokens are generated, so no usage is reported.
+far, so a rerun plays the same games; the random player's also by the game (the row's seed), so
+that two games reaching the same position need not get the same answer. No tokens are generated,
+so no usage is reported.
 """
 
 import hashlib
@@ -94,11 +96,17 @@ class ScriptedClient(OfflineClient):
         super().__init__()
         self.policy, self.seed = policy, seed
 
-    def respond(self, prompt, **kwargs) -> str:
+    def respond(self, prompt, state=None, **kwargs) -> str:
         last_user = next((message_text(m) for m in reversed(prompt) if _role(m) == "user"), "")
         board = read_board(last_user)
         if board is None or is_over(board):
             return "I cannot find a board to play on."
         conversation = "\n".join(message_text(m) for m in prompt)
-        digest = hashlib.sha256(f"{self.seed}:{conversation}".encode()).hexdigest()
+        # Seeded on the text alone, the random player opened every game it started with one cell
+        # and never drew against the optimal opponent: it also draws its dice from the game's seed
+        # (verifiers passes the rollout's state). The expert stays seeded on the text only, so the
+        # shipped SFT games (data/tictactoe_sft) remain what the environment produces.
+        game = ((state or {}).get("info") or {}).get("seed") if self.policy == "random" else None
+        key = f"{self.seed}:{conversation}" if game is None else f"{self.seed}:{game}:{conversation}"
+        digest = hashlib.sha256(key.encode()).hexdigest()
         return scripted_answer(board, self.policy, random.Random(digest))

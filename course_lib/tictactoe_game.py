@@ -8,6 +8,7 @@ and explains it in one sentence (the <think> text of the synthetic SFT data).
 
 import functools
 import random
+from fractions import Fraction
 
 WIN_LINES: tuple[tuple[int, int, int], ...] = (
     (0, 1, 2), (3, 4, 5), (6, 7, 8),  # rows
@@ -113,6 +114,30 @@ def opponent_move(board, player: str, random_move_prob: float, rng: random.Rando
         return random_move(board, rng)
     # Choosing uniformly matters: always taking the first optimal move makes a predictable opponent.
     return rng.choice(best_moves(board, player))
+
+
+def random_player_results(random_move_prob, x_starts: bool) -> tuple[Fraction, Fraction, Fraction]:
+    """Exact (win, draw, loss) probabilities of a uniformly random X against `opponent_move`'s O.
+
+    Computed over the whole game tree with fractions, not sampled: the reference a random baseline
+    measured by the harness must match. Pass `random_move_prob` as an int or Fraction to keep it exact.
+    """
+    p = Fraction(random_move_prob)
+
+    @functools.lru_cache(maxsize=None)
+    def results(cells: tuple, to_move: str) -> tuple[Fraction, Fraction, Fraction]:
+        won_by = winner(cells)
+        if won_by is not None or is_full(cells):
+            return {"X": (1, 0, 0), "O": (0, 0, 1), None: (0, 1, 0)}[won_by]
+        moves = legal_moves(cells)
+        chance = {move: Fraction(1, len(moves)) for move in moves}
+        if to_move == "O":  # a random move with probability p, else a uniformly chosen optimal one
+            optimal = best_moves(cells, "O")
+            chance = {move: p * chance[move] + (1 - p) * Fraction(move in optimal, len(optimal)) for move in moves}
+        after = [(q, results(_play(cells, move, to_move), other(to_move))) for move, q in chance.items() if q]
+        return tuple(sum(q * child[i] for q, child in after) for i in range(3))
+
+    return results((None,) * 9, "X" if x_starts else "O")
 
 
 def _line_name(line: tuple[int, int, int]) -> str:

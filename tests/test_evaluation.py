@@ -7,6 +7,8 @@ The harness is checked with players whose results are known: the scripted expert
 import asyncio
 import json
 import random
+from collections import Counter
+from fractions import Fraction
 
 import pytest
 import verifiers as vf
@@ -15,7 +17,7 @@ from openai import AsyncOpenAI
 import course_lib.evaluation as evaluation
 from course_lib.evaluation import eval_environment, evaluate_player, load_transcripts, wilson_interval
 from course_lib.scripted_client import ScriptedClient, read_board
-from course_lib.tictactoe_game import is_over, legal_moves, render
+from course_lib.tictactoe_game import is_over, legal_moves, random_player_results, render
 
 
 def run(coro):
@@ -160,6 +162,40 @@ def test_the_random_player_never_beats_the_optimal_opponent_and_plays_plausibly_
     assert (summary["invalid_per_move"] == 0).all()
 
 
+@pytest.fixture(scope="module")
+def random_vs_optimal(tmp_path_factory):
+    """1,000 games of the random player against the optimal opponent (about 7 s)."""
+    out = tmp_path_factory.mktemp("random")
+    return run(evaluate_player(ScriptedClient("random"), "random", "random", 1000, opponents=["optimal"], out_dir=out))
+
+
+def chi_square(counts: Counter, categories: int) -> float:
+    n = sum(counts.values())
+    return sum((counts[i] - n / categories) ** 2 / (n / categories) for i in range(categories))
+
+
+def test_the_random_players_first_move_is_uniform_over_the_free_cells(random_vs_optimal):
+    """Catches: a "random" player seeded on the text alone, which opened every game it started with cell 5."""
+    opening, reply = Counter(), Counter()  # cell when X starts; rank among the 8 free cells when O did
+    for record in load_transcripts(random_vs_optimal.transcripts[0]):
+        (first_player, first_cell), second_cell = record["moves"][0], record["moves"][1][1]
+        if first_player == "X":
+            opening[first_cell] += 1
+        else:
+            reply[[c for c in range(9) if c != first_cell].index(second_cell)] += 1
+    assert sum(opening.values()) == sum(reply.values()) == 500
+    assert chi_square(opening, 9) < 26.12 and chi_square(reply, 8) < 24.32  # p = 0.001 at 8 and 7 degrees of freedom
+
+
+def test_the_random_players_draw_rate_against_the_optimal_opponent_is_the_exact_one(random_vs_optimal):
+    """Catches: a random baseline that is not random (seeded on the text, it drew 0 of 300 games, not about 13%)."""
+    summary = random_vs_optimal.summary.iloc[0]
+    share_first = Fraction(int(summary["model_first"]), int(summary["games"]))
+    exact = share_first * random_player_results(0, True)[1] + (1 - share_first) * random_player_results(0, False)[1]
+    low, high = wilson_interval(round(summary["draw"] * summary["games"]), summary["games"], z=3.29)  # 99.9%
+    assert low <= exact <= high and summary["win"] == 0
+
+
 def test_the_same_seed_replays_the_same_games():
     """Catches: unseeded opponents or players (results that cannot be reproduced)."""
     a = run(evaluate_player(ScriptedClient("random"), "random", "random", 10)).games
@@ -213,3 +249,41 @@ def test_wdl_plot_keeps_the_interval_whiskers_off_the_percentages(expert_result)
         whisker_rows = {round(y, 2) for lines in ax.collections if isinstance(lines, LineCollection)
                         for segment in lines.get_segments() for _, y in segment}
         assert whisker_rows == {-0.25, 0.25}
+
+
+# --- Argument checks ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("k, n, z", [(3, -5, 1.96), (-1, 4, 1.96), (5, 4, 1.96), (float("nan"), 10, 1.96),
+                                     (2.5, 4, 1.96), (1, 4, 0), (1, 4, -1.96), (1, 4, float("nan")), (1, 4, float("inf"))])
+def test_wilson_interval_refuses_impossible_counts_and_z(k, n, z):
+    """Catches: wilson_interval(3, -5) = (0.0, -0.187), (nan, 10) = (0, 1) and a zero-width interval at z <= 0."""
+    with pytest.raises(ValueError):
+        wilson_interval(k, n, z)
+
+
+@pytest.mark.parametrize("games, opponents, message", [
+    (0, ["random"], "games must be"), (-3, ["random"], "games must be"), (2.5, ["random"], "games must be"),
+    (True, ["random"], "games must be"), (4, [], "opponents must be"), (4, "random", "opponents must be"),
+    (4, ["randon"], "opponents must be"),
+])
+def test_evaluate_player_refuses_what_it_cannot_play(games, opponents, message):
+    """Catches: games=0 or opponents=[] -> KeyError: 'player'; opponents="random" -> KeyError: 'r'."""
+    with pytest.raises(ValueError, match=message):
+        run(evaluate_player(ScriptedClient("random"), "random", "random", games, opponents=opponents))
+
+
+def test_eval_environment_refuses_no_games_and_unknown_opponents():
+    with pytest.raises(ValueError, match="games must be"):
+        eval_environment("random", 0)
+    with pytest.raises(ValueError, match="opponents must be"):
+        eval_environment("strong", 4)
+
+
+def test_empty_results_give_a_clear_error(expert_result):
+    """Catches: EvalResult.concat([]), summarize and plot_wdl on an empty table raising KeyError."""
+    with pytest.raises(ValueError, match="no results"):
+        evaluation.EvalResult.concat([])
+    with pytest.raises(ValueError, match="no games"):
+        evaluation.summarize(expert_result.games.iloc[:0])
+    with pytest.raises(ValueError, match="nothing to plot"):
+        evaluation.plot_wdl(expert_result.summary.iloc[:0], "empty")

@@ -8,6 +8,7 @@ import functools
 import random
 import re
 from collections import Counter
+from fractions import Fraction
 
 import pytest
 
@@ -23,6 +24,7 @@ from course_lib.tictactoe_game import (
     opponent_move,
     other,
     random_move,
+    random_player_results,
     render,
     winner,
 )
@@ -295,6 +297,28 @@ def test_opponent_without_randomness_only_plays_optimal_moves():
     rng = random.Random(3)
     for board, player in OPEN_POSITIONS:
         assert opponent_move(board, player, 0.0, rng) in best_moves(board, player)
+
+
+def test_random_player_results_match_the_known_random_vs_random_values():
+    # Random vs random: the first player wins 737/1260, the second 363/1260, a draw 160/1260 (= 8/63).
+    assert random_player_results(1, x_starts=True) == (Fraction(737, 1260), Fraction(8, 63), Fraction(363, 1260))
+    assert random_player_results(1, x_starts=False) == (Fraction(363, 1260), Fraction(8, 63), Fraction(737, 1260))
+
+
+def test_random_player_results_against_the_optimal_opponent_agree_with_simulation():
+    """A uniformly random X against opponent_move(0.0), simulated: the exact draw rates must fall in the samples' range."""
+    rng = random.Random(0)
+    for x_starts in (True, False):
+        exact = random_player_results(0, x_starts)
+        assert exact[0] == 0 and sum(exact) == 1  # the optimal opponent never loses
+        draws, n = 0, 5_000
+        for _ in range(n):
+            board, player = new_board(), "X" if x_starts else "O"
+            while not is_over(board):
+                move = random_move(board, rng) if player == "X" else opponent_move(board, "O", 0.0, rng)
+                board, player = play(board, move, player), other(player)
+            draws += winner(board) is None
+        assert abs(draws / n - exact[1]) < 4 * (float(exact[1] * (1 - exact[1])) / n) ** 0.5
 
 
 # --- Scripted expert ------------------------------------------------------------------------

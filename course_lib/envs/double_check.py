@@ -30,6 +30,8 @@ from pathlib import Path
 import verifiers as vf
 from datasets import Dataset
 
+from course_lib.tags import tag_contents
+
 # The repository root is the parent of course_lib/ (this file is course_lib/envs/double_check.py).
 DATA_FILE = Path(__file__).resolve().parents[2] / "data" / "double_check.jsonl"
 
@@ -65,7 +67,6 @@ def to_example(row: dict) -> dict:
 # "26.0" -> "26"; a minus sign glued to a previous number is subtraction ("70-22" -> 70, 22).
 
 BOXED = re.compile(r"\\boxed\s*\{([^{}]*)\}")
-ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 NUMBER = re.compile(r"(?<![\w.,])[-\u2212]?\d[\d,]*(?:\.\d+)?")
 
 
@@ -90,8 +91,9 @@ def last_number(text: str) -> str | None:
 
 def extract_answer(text: str) -> str | None:
     """The model's answer in one reply (see the rules above), or None if it gave no number."""
-    for pattern in (BOXED, ANSWER_TAG):
-        spans = pattern.findall(text)
+    # <answer> spans by str.find: re.findall(r"<answer>(.*?)</answer>") takes quadratic time on a
+    # reply that repeats an unclosed <answer> (100,000 characters: 7.8 s).
+    for spans in (BOXED.findall(text), tag_contents(text, "answer")):
         if spans:
             number = last_number(spans[-1])
             if number is not None:

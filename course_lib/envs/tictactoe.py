@@ -58,6 +58,7 @@ import re
 import verifiers as vf
 from datasets import Dataset
 
+from course_lib.tags import LinearXMLParser
 from course_lib.tictactoe_game import is_full, is_over, opponent_move, render, winner
 
 # --- Prompt ------------------------------------------------------------------------------
@@ -151,8 +152,10 @@ WELL_FORMED = re.compile(
 INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
-class MoveParser(vf.XMLParser):
-    """Reads <move>N</move> (the last one, if several) and says what is wrong with an answer."""
+class MoveParser(LinearXMLParser):
+    """Reads <move>N</move> (the last one, if several) and says what is wrong with an answer.
+
+    Any text is judged in linear time and never raises (course_lib/tags.py says why that needs care)."""
 
     def __init__(self):
         super().__init__(fields=["move"], answer_field="move")
@@ -167,9 +170,11 @@ class MoveParser(vf.XMLParser):
             return None, "no <move>N</move> tag found"
         if not INTEGER.fullmatch(content):
             return None, f"{content[:40]!r} is not a cell number"
-        cell = int(content)
-        if not 0 <= cell <= 8:
+        # Compared as text: int() refuses numbers over 4,300 digits, and one reply must not crash a run.
+        digits = content.lstrip("+-").lstrip("0") or "0"
+        if len(digits) > 1 or digits == "9" or (content.startswith("-") and digits != "0"):
             return None, f"cell {content[:12]} does not exist (cells are 0 to 8)"
+        cell = int(digits)
         if board[cell] is not None:
             return None, f"cell {cell} is already taken by {board[cell]}"
         return cell, None
@@ -203,6 +208,16 @@ class TicTacToeEnv(vf.MultiTurnEnv):
         return state
 
     async def env_response(self, messages: vf.Messages, state: vf.State, **kwargs) -> vf.Messages:
+        # verifiers records a vf.Error as this rollout's error; any other exception would abort
+        # the whole evaluation (every game of it lost), so a bug here costs one game only.
+        try:
+            return self._judge_and_reply(messages, state)
+        except Exception as error:
+            raise vf.Error(f"tic-tac-toe env_response failed: {error!r}") from error
+
+    def _judge_and_reply(self, messages: vf.Messages, state: vf.State) -> vf.Messages:
+        if state["game_over"]:  # a caller driving turns by hand may ask again: the result stands
+            return [vf.UserMessage(content="The game is over: no more moves are played.")]
         text = message_text(messages[-1])
         board = state["board"]
         state["model_turns"] += 1

@@ -103,12 +103,12 @@ def search_index() -> tuple[dict[str, Counter], dict[str, float], float]:
 def bm25_scores(query: str, k1: float = 1.2, b: float = 0.75) -> list[tuple[str, float]]:
     """(page_id, score) for every page sharing a word with the query, best first."""
     docs, idf, mean_length = search_index()
-    terms = tokenize(query)
+    terms = Counter(tokenize(query))  # each distinct word once, times its count: a 1 MB query stays fast
     scores = []
     for page_id, counts in docs.items():
         length = sum(counts.values())
-        score = sum(idf[t] * counts[t] * (k1 + 1) / (counts[t] + k1 * (1 - b + b * length / mean_length))
-                    for t in terms if t in counts)
+        score = sum(repeats * idf[t] * counts[t] * (k1 + 1) / (counts[t] + k1 * (1 - b + b * length / mean_length))
+                    for t, repeats in terms.items() if t in counts)
         if score > 0:
             scores.append((page_id, score))
     return sorted(scores, key=lambda item: (-item[1], item[0]))
@@ -119,10 +119,19 @@ def find_page(page_id: str) -> dict | None:
     return load_pages().get(slug(page_id))
 
 
+def shown(text: str, limit: int = 80) -> str:
+    """`text` quoted for an error message, cut to `limit` characters: a 1 MB argument is not echoed back."""
+    text = str(text)
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f" (and {len(text) - limit} more characters)"
+
+
 def unknown_page_error(page_id: str) -> str:
-    close = difflib.get_close_matches(slug(page_id), list(load_pages()), n=3, cutoff=0.6)
+    wanted, page_ids = slug(page_id), list(load_pages())
+    # A page id more than 2.4 times longer than any cannot reach the 0.6 similarity cutoff: skip difflib.
+    close = (difflib.get_close_matches(wanted, page_ids, n=3, cutoff=0.6)
+             if len(wanted) <= 2.4 * max(map(len, page_ids)) else [])
     hint = f" Did you mean {', '.join(repr(p) for p in close)}?" if close else ""
-    return (f"Error: there is no page with page_id {page_id!r}.{hint} "
+    return (f"Error: there is no page with page_id {shown(page_id)}.{hint} "
             "Call search_pages(query) to find page ids.")
 
 
@@ -146,7 +155,7 @@ def search_pages(query: str) -> str:
                 'Call search_pages again with a few keywords, e.g. search_pages(query="honeybee").')
     hits = bm25_scores(query)[:TOP_K]
     if not hits:
-        return (f"No page matches {query!r}. Try other keywords: the main subject of the question, "
+        return (f"No page matches {shown(query)}. Try other keywords: the main subject of the question, "
                 "e.g. an animal, a planet, an invention or a place.")
     pages = load_pages()
     lines = [f"{rank}. {pages[page_id]['title']} (page_id: {page_id})" for rank, (page_id, _) in enumerate(hits, 1)]
@@ -181,7 +190,7 @@ def read_section(page_id: str, section_id: str) -> str:
     sections = {s["section_id"]: s for s in page["sections"]}
     section = sections.get(slug(section_id))
     if section is None:
-        return (f"Error: page {page['page_id']!r} has no section {section_id!r}. "
+        return (f"Error: page {page['page_id']!r} has no section {shown(section_id)}. "
                 f"Its sections are: {', '.join(sections)}. Call read_section with one of them.")
     return f"{page['title']} > {section['title']}\n{section['text']}"
 
