@@ -27,6 +27,7 @@ from verifiers.types import Response, ResponseMessage, ResponseTokens, Usage
 # sampling = {"max_tokens": int, "temperature": float, "top_p": float}
 GenerateBatch = Callable[[list[list[int]], dict], list[tuple[list[int], list[float]]]]
 SAMPLING_KEYS = ("max_tokens", "temperature", "top_p")
+MIN_SHARED_PREFIX = 16  # tokens all prompts of a batch must share before their KV cache is reused
 
 
 class LocalModelClient(vf.Client):
@@ -143,33 +144,52 @@ class LocalModelClient(vf.Client):
         self.conversations.clear()
 
 
-def sample_batch(model, tokenizer, prompts: list[list[int]], sampling: dict, with_logprobs: bool = False):
+def sample_batch(model, tokenizer, prompts: list[list[int]], sampling: dict, with_logprobs: bool = False,
+                 prefix=None):
     """Sample one completion per prompt with transformers `generate` on a left-padded batch.
 
     Returns (completion ids ending at the first EOS, per-token logprobs or [] without with_logprobs).
     Logprobs cost memory (one vocabulary-sized row per token and sequence), so evaluations skip them.
+    `prefix` = (ids, cache): the KV cache of tokens every prompt starts with (e.g. the system
+    prompt), computed once; the batch then only runs the rest, padded between prefix and rest.
     """
+    import copy
+
     import torch
 
-    width = max(len(ids) for ids in prompts)
+    shared, past = (len(prefix[0]), copy.deepcopy(prefix[1])) if prefix else (0, None)
+    rests = [ids[shared:] for ids in prompts]
+    width = max(len(rest) for rest in rests)
     pad = tokenizer.pad_token_id
-    input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in prompts], device=model.device)
-    attention_mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts], device=model.device)
+    input_ids = [ids[:shared] + [pad] * (width - len(rest)) + rest for ids, rest in zip(prompts, rests)]
+    attention_mask = [[1] * shared + [0] * (width - len(rest)) + [1] * len(rest) for rest in rests]
+    if past is not None:
+        past.batch_repeat_interleave(len(prompts))
     with torch.inference_mode():
         out = model.generate(
-            input_ids=input_ids, attention_mask=attention_mask, do_sample=True,
-            temperature=sampling["temperature"], top_p=sampling["top_p"], max_new_tokens=sampling["max_tokens"],
-            eos_token_id=tokenizer.eos_token_id, pad_token_id=pad,
+            input_ids=torch.tensor(input_ids, device=model.device),
+            attention_mask=torch.tensor(attention_mask, device=model.device), past_key_values=past,
+            do_sample=True, temperature=sampling["temperature"], top_p=sampling["top_p"],
+            max_new_tokens=sampling["max_tokens"], eos_token_id=tokenizer.eos_token_id, pad_token_id=pad,
             output_scores=with_logprobs, return_dict_in_generate=True,
         )
         scores = (model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True).tolist()
                   if with_logprobs else None)
     results = []
-    for i, sequence in enumerate(out.sequences[:, width:].tolist()):
+    for i, sequence in enumerate(out.sequences[:, shared + width:].tolist()):
         eos = tokenizer.eos_token_id
         length = sequence.index(eos) + 1 if eos in sequence else len(sequence)
         results.append((sequence[:length], scores[i][:length] if with_logprobs else []))
     return results
+
+
+def shared_prefix(prompts: list[list[int]]) -> list[int]:
+    """The token ids every prompt starts with, leaving at least one token of each prompt."""
+    first = prompts[0]
+    length = min(len(ids) for ids in prompts) - 1
+    for ids in prompts[1:]:
+        length = next((i for i in range(length) if ids[i] != first[i]), length)
+    return first[:max(length, 0)]
 
 
 class LocalModel:
@@ -193,9 +213,23 @@ class LocalModel:
         self.sampling = {"max_tokens": 256, "temperature": defaults.temperature or 1.0, "top_p": defaults.top_p or 1.0}
         self.max_batch_size = max_batch_size
         self._client: LocalModelClient | None = None
+        self._prefix: tuple[list[int], object] | None = None  # (ids, KV cache) shared by recent prompts
 
     def generate_batch(self, prompts: list[list[int]], sampling: dict):
-        return sample_batch(self.network, self.tokenizer, prompts, sampling)
+        """Every game's prompt starts with the same system prompt: its KV cache is computed once
+        and reused by every batch that shares it, instead of being recomputed for every prompt."""
+        if self._prefix is None or any(ids[: len(self._prefix[0])] != self._prefix[0] or len(ids) <= len(self._prefix[0])
+                                       for ids in prompts):
+            self._prefix = self._prefix_cache(shared_prefix(prompts))
+        return sample_batch(self.network, self.tokenizer, prompts, sampling, prefix=self._prefix)
+
+    def _prefix_cache(self, ids: list[int]):
+        import torch
+
+        if len(ids) < MIN_SHARED_PREFIX:  # not worth a cache
+            return None
+        with torch.inference_mode():
+            return ids, self.network(input_ids=torch.tensor([ids], device=self.network.device)).past_key_values
 
     @property
     def client(self) -> LocalModelClient:

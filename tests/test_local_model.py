@@ -116,3 +116,21 @@ def test_the_embedded_model_plays_tictactoe_games_in_batches_and_samples():
         assert all(o.get("error") is None for o in results["outputs"])
         assert model.chat("Say hi", max_tokens=4)  # the one-request path the play widget uses
     assert model.network is None  # stopped: the weights are freed
+
+
+def test_the_shared_prefix_cache_changes_no_token():
+    """Catches: a wrong position, mask or cache when the batch reuses the system prompt's KV cache
+    (prompts of different lengths, padded between the shared prefix and the rest)."""
+    from course_lib.envs.tictactoe import load_environment
+    from course_lib.local_model import sample_batch, shared_prefix
+
+    model = LocalModel(embedded_checkpoint())
+    tokenizer = model.tokenizer
+    rows = load_environment(num_train_examples=0, num_eval_examples=3).eval_dataset
+    prompts = [tokenizer(tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False),
+                         add_special_tokens=False)["input_ids"] for row in rows]
+    prompts[1] += tokenizer("<move>4</move>", add_special_tokens=False)["input_ids"]
+    assert len(shared_prefix(prompts)) > 100  # the system prompt and the chat template's opening
+    greedy = {"max_tokens": 4, "temperature": 1e-6, "top_p": 1.0}
+    assert model.generate_batch(prompts, greedy) == sample_batch(model.network, tokenizer, prompts, greedy)
+    assert model._prefix is not None and len(model._prefix[0]) == len(shared_prefix(prompts))
