@@ -14,7 +14,8 @@ from course_lib.profiles import Profile
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
 
 # Why these: "dapo" normalizes the loss by the number of trained tokens in the batch, so long
-# and short games weigh per token, not per game (plain "grpo" favours short wrong answers);
+# and short games weigh per token, not per game (plain "grpo" averages per game, so it penalises
+# each token of a long wrong game less and drifts toward long wrong answers: Dr. GRPO's length bias);
 # scale_rewards="none" keeps advantages in reward units (Dr. GRPO): dividing by a group's std
 # would blow up groups that differ by a format bonus alone.
 LOSS_TYPE = "dapo"

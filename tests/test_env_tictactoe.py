@@ -91,7 +91,7 @@ def test_a_different_seed_gives_different_games_and_train_differs_from_eval():
 
 
 def test_global_random_state_does_not_change_the_dataset():
-    """Catches: the builder drawing from the global `random` module (the seed course's bug)."""
+    """Catches: the builder drawing from the global `random` module (as the original course's does)."""
     import random
 
     random.seed(1)

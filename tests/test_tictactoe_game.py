@@ -253,7 +253,7 @@ def test_optimal_opponent_breaks_ties_uniformly(text, player):
 
 
 def test_uniformity_check_catches_always_taking_the_first_optimal_move():
-    def first_best(board, player, rng):  # the seed course's bias
+    def first_best(board, player, rng):  # the bias of the original author's earlier experiment
         return best_moves(board, player)[0]
 
     assert not looks_uniform(first_best, new_board(), "X")
