@@ -1,6 +1,7 @@
 """Start and stop an OpenAI-compatible server for a profile's model.
 
-CPU profiles run `transformers serve`, GPU profiles `vllm serve`; notebooks talk to both the
+CPU profiles run `transformers serve`, GPU profiles `vllm serve` (or `transformers serve` on the
+GPU where vLLM cannot run, see `profiles.get_profile`); notebooks talk to both the
 same way (an OpenAI client, or a verifiers client). A server is always stopped: on `stop()`,
 at the end of a `with serve():` block (exceptions and KeyboardInterrupt included), when the
 Python process exits, and, on Linux, when the kernel process dies (the child asks the OS for
@@ -8,7 +9,6 @@ SIGTERM when its parent goes). `external_endpoint()` points the same interface a
 """
 
 import atexit
-import importlib.util
 import os
 import signal
 import socket
@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from course_lib.hardware import cuda_capability, precision
 from course_lib.models import resolve_model
 from course_lib.profiles import Profile, get_profile, output_dir
 
@@ -130,13 +131,16 @@ def port_is_busy(port: int) -> bool:
 
 
 def server_command(profile: Profile, model_path: str, port: int) -> list[str]:
+    """`transformers serve` on the CPU, or on a GPU where vLLM cannot run (continuous batching serves
+    concurrent requests together); `vllm serve` otherwise. The card's precision either way."""
+    capability = cuda_capability()
+    address = ["--host", "127.0.0.1", "--port", str(port)]
     if profile.server == "transformers":
-        return ["transformers", "serve", model_path, "--device", "cpu", "--host", "127.0.0.1", "--port", str(port)]
-    if importlib.util.find_spec("vllm") is None:
-        raise ServerError(f"Profile {profile.name!r} serves with vLLM, which is not installed: "
-                          "pip install -r requirements-gpu.txt (Linux + NVIDIA GPU only).")
-    return ["vllm", "serve", model_path, "--host", "127.0.0.1", "--port", str(port),
-            "--served-model-name", profile.model, "--gpu-memory-utilization", "0.85"]
+        device = ["--device", "cpu"] if capability is None else [
+            "--device", "cuda", "--continuous-batching", "--dtype", precision(capability)]
+        return ["transformers", "serve", model_path, *device, *address]
+    return ["vllm", "serve", model_path, *address, "--served-model-name", profile.model,
+            "--dtype", precision(capability), "--gpu-memory-utilization", "0.85"]
 
 
 def start_server(profile: Profile | None = None, model_path: str | None = None, port: int | None = None,

@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 
 from course_lib.envs.tictactoe import GAME_STATE_COLUMNS, load_environment
+from course_lib.hardware import cuda_capability, precision, training_dtype
 from course_lib.profiles import Profile, get_profile
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "tictactoe_sft"
@@ -186,11 +187,11 @@ def training_chat_template(tokenizer) -> str | None:
 # --- 5. The trainer ------------------------------------------------------------------------
 
 def sft_config(profile: Profile, output_dir: Path, **overrides):
-    import torch
     from trl import SFTConfig
 
-    on_gpu = torch.cuda.is_available()
-    micro_batch = profile.sft_batch_size if on_gpu else min(profile.sft_batch_size, CPU_MICRO_BATCH)
+    capability = cuda_capability()
+    dtype = precision(capability)
+    micro_batch = profile.sft_batch_size if capability else min(profile.sft_batch_size, CPU_MICRO_BATCH)
     settings = dict(
         output_dir=str(output_dir),
         num_train_epochs=profile.sft_epochs,
@@ -205,9 +206,10 @@ def sft_config(profile: Profile, output_dir: Path, **overrides):
         save_strategy="no",  # minutes of training: we save the final model only
         report_to="none",
         seed=0,
-        use_cpu=not on_gpu,
-        bf16=on_gpu and torch.cuda.is_bf16_supported(),  # SFTConfig's default True fails on CPU
-        gradient_checkpointing=on_gpu,  # saves GPU memory; on CPU it only costs time
+        use_cpu=capability is None,
+        bf16=dtype == "bfloat16",  # SFTConfig's default True fails on CPU and is emulated on a T4
+        fp16=dtype == "float16",
+        gradient_checkpointing=capability is not None,  # saves GPU memory; on CPU it only costs time
     )
     settings.update(overrides)
     return SFTConfig(**settings)
@@ -231,7 +233,7 @@ def build_sft_trainer(profile: Profile, dataset, model_path: str, output_dir: Pa
     if template is not None:
         tokenizer.chat_template = template
     return SFTTrainer(
-        model=AutoModelForCausalLM.from_pretrained(model_path),
+        model=AutoModelForCausalLM.from_pretrained(model_path, dtype=training_dtype(cuda_capability(), profile.sft_use_lora)),
         args=sft_config(profile, output_dir, **config_overrides),
         train_dataset=dataset.select_columns(["messages"]),
         processing_class=tokenizer,

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from course_lib import serving
-from course_lib.profiles import get_profile
+from course_lib.profiles import PROFILES
 
 
 def _alive(pid: int) -> bool:
@@ -92,7 +92,7 @@ def test_gpu_profile_without_gpu_is_a_clear_error():
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     with pytest.raises(serving.ServerError, match="needs a GPU"):
-        serving.start_server(get_profile("gpu"))
+        serving.start_server(PROFILES["gpu"])
 
 
 def test_external_endpoint_without_key_says_how_to_configure(monkeypatch):
