@@ -107,6 +107,30 @@ def save_final(trainer, path: Path) -> Path:
     return Path(path)
 
 
+def final_checkpoint(profile: Profile) -> Path:
+    """Where notebook 09 saves the GRPO model (and notebook 10 looks for it)."""
+    from course_lib.profiles import output_dir
+
+    return output_dir(profile) / "grpo" / "final"
+
+
+def training_stages(profile: Profile) -> dict[str, str]:
+    """Every model of the training story that exists, for notebook 10: stage -> checkpoint. A stage
+    whose notebook has not run is left out and named, with the notebook that makes it."""
+    from course_lib.models import resolve_model
+    from course_lib.sft import final_checkpoint as sft_checkpoint
+
+    stages = {"base model": resolve_model(profile)}
+    for stage, path, notebook in (("after SFT", sft_checkpoint(profile), "08_sft_warmup.ipynb"),
+                                  ("after GRPO", final_checkpoint(profile), "09_grpo_training.ipynb")):
+        if (path / "config.json").is_file():
+            stages[stage] = str(path)
+        else:
+            print(f"{stage}: missing (no checkpoint at {path}). Run {notebook} first to add it; "
+                  "this notebook compares the models that exist.")
+    return stages
+
+
 def latest_checkpoint(output_dir: Path) -> str | None:
     """The newest checkpoint-N folder, to resume an interrupted run (None if there is none)."""
     checkpoints = sorted(Path(output_dir).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))

@@ -79,3 +79,51 @@ def test_why_no_vllm(monkeypatch, capability, variable, installed, reason):
         monkeypatch.setenv(hardware.VLLM_VARIABLE, variable)
     found = hardware.why_no_vllm(capability)
     assert found == reason if reason is None else reason in found
+
+
+def test_release_frees_the_engine_first_then_the_model_then_the_cuda_cache(monkeypatch):
+    """Catches: a colocated vLLM engine (0.35 of the GPU) or a model kept alive while the next
+    trainer or server loads, the out-of-memory waiting to happen on a 16 GB card."""
+    import torch
+
+    calls = []
+    trainer = types.SimpleNamespace(
+        vllm_generation=types.SimpleNamespace(llm="engine"), model="model", model_wrapped="model",
+        optimizer="optimizer", lr_scheduler="scheduler",
+        accelerator=types.SimpleNamespace(free_memory=lambda: calls.append(("accelerator", trainer.vllm_generation.llm))))
+    monkeypatch.setattr(hardware.gc, "collect", lambda: calls.append(("gc", trainer.model)))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append(("empty_cache", None)))
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (14 * 2**30, 16 * 2**30))
+    hardware.release(trainer)
+    assert calls == [("accelerator", None), ("gc", None), ("empty_cache", None)]
+    assert trainer.model is trainer.optimizer is trainer.vllm_generation.llm is None
+
+
+def trainer_order_violations(path) -> list[str]:
+    """Walk a notebook's code in order: a trainer is alive from its build until `release(trainer)`;
+    building another trainer or starting a server meanwhile is a violation."""
+    import json
+
+    alive, violations = False, []
+    for cell in json.loads(path.read_text())["cells"]:
+        for line in "".join(cell["source"]).splitlines() if cell["cell_type"] == "code" else []:
+            starts_engine = any(call in line for call in ("start_server(", "serve(", "_trainer("))
+            if starts_engine and alive:
+                violations.append(f"{cell['id']}: {line.strip()}")
+            if "release(trainer)" in line:
+                alive = False
+            elif "build_sft_trainer(" in line or "build_grpo_trainer(" in line:
+                alive = True
+    return violations
+
+
+@pytest.mark.parametrize("name", ["08_sft_warmup.ipynb", "09_grpo_training.ipynb"])
+def test_notebooks_release_each_trainer_before_the_next_engine(name):
+    """Catches: 09 building three trainers (each with a colocated vLLM) in one kernel, and 08/09
+    starting a server after training without freeing the GPU."""
+    from pathlib import Path
+
+    path = Path(__file__).parent.parent / "notebooks" / name
+    assert trainer_order_violations(path) == []
+    assert "build_" in path.read_text()  # the walk saw a trainer at all
