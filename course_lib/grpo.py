@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from course_lib import rollout_bridge
+from course_lib.hardware import cuda_capability, precision, training_dtype
 from course_lib.profiles import Profile
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
@@ -23,10 +24,10 @@ SCALE_REWARDS = "none"
 
 
 def grpo_config(profile: Profile, output_dir: Path, reward_weights: list[float], **overrides):
-    import torch
     from trl import GRPOConfig
 
-    on_gpu = torch.cuda.is_available()
+    capability = cuda_capability()
+    dtype = precision(capability)
     rollouts_per_step = profile.grpo_prompts_per_step * profile.grpo_num_generations
     processes = int(os.environ.get("WORLD_SIZE", 1))  # set by accelerate launch
     if rollouts_per_step % (profile.grpo_micro_batch_size * processes):
@@ -52,9 +53,10 @@ def grpo_config(profile: Profile, output_dir: Path, reward_weights: list[float],
         save_total_limit=2,
         report_to="none",
         seed=0,
-        use_cpu=not on_gpu,
-        bf16=on_gpu and torch.cuda.is_bf16_supported(),
-        gradient_checkpointing=on_gpu,
+        use_cpu=capability is None,
+        bf16=dtype == "bfloat16",
+        fp16=dtype == "float16",  # a colocated vLLM picks float16 itself where bfloat16 is unsupported
+        gradient_checkpointing=capability is not None,
         use_vllm=bool(profile.grpo_vllm_mode),
         vllm_mode=profile.grpo_vllm_mode or "colocate",
         vllm_gpu_memory_utilization=0.35,
@@ -84,7 +86,7 @@ def build_grpo_trainer(profile: Profile, env, model_path: str, output_dir: Path,
     reward_functions, reward_weights = rollout_bridge.trl_reward_functions(env)
     generate_batch = rollout_bridge.vllm_generate_batch if profile.grpo_vllm_mode else rollout_bridge.hf_generate_batch
     return GRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(model_path),
+        model=AutoModelForCausalLM.from_pretrained(model_path, dtype=training_dtype(cuda_capability(), profile.grpo_use_lora)),
         processing_class=tokenizer,
         reward_funcs=reward_functions,
         args=grpo_config(profile, output_dir, reward_weights, **config_overrides),
@@ -104,6 +106,30 @@ def save_final(trainer, path: Path) -> Path:
     model.save_pretrained(str(path))
     trainer.processing_class.save_pretrained(str(path))
     return Path(path)
+
+
+def final_checkpoint(profile: Profile) -> Path:
+    """Where notebook 09 saves the GRPO model (and notebook 10 looks for it)."""
+    from course_lib.profiles import output_dir
+
+    return output_dir(profile) / "grpo" / "final"
+
+
+def training_stages(profile: Profile) -> dict[str, str]:
+    """Every model of the training story that exists, for notebook 10: stage -> checkpoint. A stage
+    whose notebook has not run is left out and named, with the notebook that makes it."""
+    from course_lib.models import resolve_model
+    from course_lib.sft import final_checkpoint as sft_checkpoint
+
+    stages = {"base model": resolve_model(profile)}
+    for stage, path, notebook in (("after SFT", sft_checkpoint(profile), "08_sft_warmup.ipynb"),
+                                  ("after GRPO", final_checkpoint(profile), "09_grpo_training.ipynb")):
+        if (path / "config.json").is_file():
+            stages[stage] = str(path)
+        else:
+            print(f"{stage}: missing (no checkpoint at {path}). Run {notebook} first to add it; "
+                  "this notebook compares the models that exist.")
+    return stages
 
 
 def latest_checkpoint(output_dir: Path) -> str | None:

@@ -3,12 +3,17 @@
 A profile changes numbers and model names only, never code paths. It is picked from the
 hardware (no GPU -> `cpu`, one GPU -> `gpu`, several -> `full`) and can be forced with
 `COURSE_PROFILE=smoke|cpu|gpu|full`. `smoke` is what CI runs: every cell, tiny budgets.
+A GPU profile needs a GPU (asking for one without it is a clear error) but not vLLM: where vLLM
+cannot run, `get_profile` returns it with transformers serving and generating, and says so once.
 """
 
+import functools
 import os
 import platform
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+
+from course_lib.hardware import INSTALL_VLLM, cuda_capability, why_no_vllm
 
 PROFILE_VARIABLE = "COURSE_PROFILE"
 OUTPUT_DIR_VARIABLE = "COURSE_OUTPUT_DIR"
@@ -20,7 +25,7 @@ class Profile:
     name: str
     description: str
     model: str  # EMBEDDED_MODEL or a Hugging Face Hub id
-    server: str  # "transformers" (CPU) or "vllm" (GPU)
+    server: str  # "transformers" (CPU, or a GPU without vLLM) or "vllm"
     time_budget: str  # what a learner should expect for one notebook
     server_start_timeout_s: int
     request_timeout_s: int
@@ -201,7 +206,27 @@ def get_profile(name: str | None = None) -> Profile:
     name = name or os.environ.get(PROFILE_VARIABLE) or profile_name_for(len(detect_hardware()["gpus"]))
     if name not in PROFILES:
         raise ValueError(f"Unknown profile {name!r}: set {PROFILE_VARIABLE} to one of {sorted(PROFILES)}")
-    return PROFILES[name]
+    profile = PROFILES[name]
+    if profile.server != "vllm":
+        return profile
+    capability = cuda_capability()
+    if capability is None:
+        raise ValueError(f"The {name!r} profile needs an NVIDIA GPU, and PyTorch sees none "
+                         f"(torch.cuda.is_available() is False). Unset {PROFILE_VARIABLE} to pick the profile "
+                         f"from the hardware, or set {PROFILE_VARIABLE}=cpu. On Colab: Runtime > Change runtime "
+                         "type > a GPU, then run the notebook again from the top.")
+    reason = why_no_vllm(capability)
+    if reason is None:
+        return profile
+    _say_once(f"{reason}: the {name!r} profile serves with `transformers serve --device cuda "
+              "--continuous-batching` and GRPO generates with transformers. That works; vLLM would be "
+              f"several times faster ({INSTALL_VLLM}, Linux + NVIDIA GPU).")
+    return replace(profile, server="transformers", grpo_vllm_mode="")
+
+
+@functools.cache
+def _say_once(message: str) -> None:
+    print(message)
 
 
 def output_dir(profile: Profile | None = None) -> Path:

@@ -1,7 +1,8 @@
 """Start and stop a profile's model: an OpenAI-compatible server, or the model in this process.
 
 `start_server` runs an OpenAI-compatible server: `transformers serve` on CPU profiles (notebook 00
-shows it), `vllm serve` on GPU profiles. `start_model` is what evaluations use, the fastest way to
+shows it), `vllm serve` on GPU profiles (or `transformers serve` on the GPU where vLLM cannot run,
+see `profiles.get_profile`). `start_model` is what evaluations use, the fastest way to
 answer many requests at once: vLLM's server on a GPU, and on a CPU the model loaded in this process
 with a client that batches concurrent requests (`course_lib.local_model`), several times faster than
 `transformers serve`, which answers one request at a time. Both give `.client` (a verifiers
@@ -12,7 +13,6 @@ SIGTERM when its parent goes). `external_endpoint()` points the same interface a
 """
 
 import atexit
-import importlib.util
 import os
 import signal
 import socket
@@ -26,6 +26,7 @@ from pathlib import Path
 
 import verifiers as vf
 
+from course_lib.hardware import cuda_capability, precision
 from course_lib.local_model import LocalModel
 from course_lib.models import resolve_model
 from course_lib.profiles import Profile, get_profile, output_dir
@@ -160,13 +161,16 @@ def port_is_busy(port: int) -> bool:
 
 
 def server_command(profile: Profile, model_path: str, port: int) -> list[str]:
+    """`transformers serve` on the CPU, or on a GPU where vLLM cannot run (continuous batching serves
+    concurrent requests together); `vllm serve` otherwise. The card's precision either way."""
+    capability = cuda_capability()
+    address = ["--host", "127.0.0.1", "--port", str(port)]
     if profile.server == "transformers":
-        return ["transformers", "serve", model_path, "--device", "cpu", "--host", "127.0.0.1", "--port", str(port)]
-    if importlib.util.find_spec("vllm") is None:
-        raise ServerError(f"Profile {profile.name!r} serves with vLLM, which is not installed: "
-                          "pip install -r requirements-gpu.txt (Linux + NVIDIA GPU only).")
-    return ["vllm", "serve", model_path, "--host", "127.0.0.1", "--port", str(port),
-            "--served-model-name", profile.model, "--gpu-memory-utilization", "0.85"]
+        device = ["--device", "cpu"] if capability is None else [
+            "--device", "cuda", "--continuous-batching", "--dtype", precision(capability)]
+        return ["transformers", "serve", model_path, *device, *address]
+    return ["vllm", "serve", model_path, *address, "--served-model-name", profile.model,
+            "--dtype", precision(capability), "--gpu-memory-utilization", "0.85"]
 
 
 def start_server(profile: Profile | None = None, model_path: str | None = None, port: int | None = None,
@@ -245,11 +249,12 @@ def serve(profile: Profile | None = None, model_path: str | None = None, port: i
 
 
 def start_model(profile: Profile | None = None, model_path: str | None = None) -> "LocalModel | Server":
-    """The profile's model, ready for many requests at once: a vLLM server on a GPU; on a CPU, the
-    model in this process with a batching client (no server, several times the tokens per second
-    of `transformers serve`). Use `.client`, `.model`, `.chat()`, and `.stop()` (or `with`)."""
+    """The profile's model, ready for many requests at once: a server on a GPU (vLLM, else
+    `transformers serve` with continuous batching); on a CPU, the model in this process with a
+    batching client (no server, several times the tokens per second of `transformers serve`).
+    Use `.client`, `.model`, `.chat()`, and `.stop()` (or `with`)."""
     profile = profile or get_profile()
-    if profile.server == "vllm":
+    if profile.server == "vllm" or cuda_capability() is not None:
         return start_server(profile, model_path)
     return LocalModel(model_path or resolve_model(profile), max_batch_size=profile.max_concurrent)
 

@@ -11,6 +11,7 @@ Read top to bottom:
    chat template; SmolLM2's has none and TRL does not patch it, so we supply a marked copy.
 5. `build_sft_trainer` / `save_final`: SFTConfig from the profile (full fine-tuning on CPU, LoRA on
    GPU profiles) and a plain checkpoint that `course_lib.serving.start_server` can serve.
+   `checkpoint_or_train`: the checkpoint for notebook 09, trained there if notebook 08 has not run.
 
 Regenerate the shipped dataset (deterministic, a few seconds): `python -m course_lib.sft`
 """
@@ -19,6 +20,7 @@ import json
 from pathlib import Path
 
 from course_lib.envs.tictactoe import GAME_STATE_COLUMNS, load_environment
+from course_lib.hardware import cuda_capability, precision, release, training_dtype
 from course_lib.profiles import Profile, get_profile
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "tictactoe_sft"
@@ -186,11 +188,11 @@ def training_chat_template(tokenizer) -> str | None:
 # --- 5. The trainer ------------------------------------------------------------------------
 
 def sft_config(profile: Profile, output_dir: Path, **overrides):
-    import torch
     from trl import SFTConfig
 
-    on_gpu = torch.cuda.is_available()
-    micro_batch = profile.sft_batch_size if on_gpu else min(profile.sft_batch_size, CPU_MICRO_BATCH)
+    capability = cuda_capability()
+    dtype = precision(capability)
+    micro_batch = profile.sft_batch_size if capability else min(profile.sft_batch_size, CPU_MICRO_BATCH)
     settings = dict(
         output_dir=str(output_dir),
         num_train_epochs=profile.sft_epochs,
@@ -205,9 +207,10 @@ def sft_config(profile: Profile, output_dir: Path, **overrides):
         save_strategy="no",  # minutes of training: we save the final model only
         report_to="none",
         seed=0,
-        use_cpu=not on_gpu,
-        bf16=on_gpu and torch.cuda.is_bf16_supported(),  # SFTConfig's default True fails on CPU
-        gradient_checkpointing=on_gpu,  # saves GPU memory; on CPU it only costs time
+        use_cpu=capability is None,
+        bf16=dtype == "bfloat16",  # SFTConfig's default True fails on CPU and is emulated on a T4
+        fp16=dtype == "float16",
+        gradient_checkpointing=capability is not None,  # saves GPU memory; on CPU it only costs time
     )
     settings.update(overrides)
     return SFTConfig(**settings)
@@ -231,7 +234,7 @@ def build_sft_trainer(profile: Profile, dataset, model_path: str, output_dir: Pa
     if template is not None:
         tokenizer.chat_template = template
     return SFTTrainer(
-        model=AutoModelForCausalLM.from_pretrained(model_path),
+        model=AutoModelForCausalLM.from_pretrained(model_path, dtype=training_dtype(cuda_capability(), profile.sft_use_lora)),
         args=sft_config(profile, output_dir, **config_overrides),
         train_dataset=dataset.select_columns(["messages"]),
         processing_class=tokenizer,
@@ -255,6 +258,35 @@ def save_final(trainer, path: Path, base_model_path: str) -> Path:
     AutoTokenizer.from_pretrained(base_model_path).save_pretrained(str(path))  # the unmarked template
     (Path(path) / "log_history.json").write_text(json.dumps(trainer.state.log_history, indent=1))  # for notebook 10
     return Path(path)
+
+
+def training_data_dir(profile: Profile) -> Path:
+    """Notebook 07's games for this profile if it ran, else the expert games shipped in data/."""
+    from course_lib.profiles import output_dir
+
+    generated = output_dir(profile) / "tictactoe_sft"
+    return generated if (generated / GAMES_FILE).is_file() else DATA_DIR
+
+
+def checkpoint_or_train(profile: Profile) -> Path:
+    """Notebook 08's SFT model; when it is missing (a notebook opened alone), say so and train it
+    here the way 08 does (same data and settings: training is deterministic, so the same model).
+    GRPO must never start from the base model without anyone noticing."""
+    from course_lib.models import resolve_model
+
+    final = final_checkpoint(profile)
+    if (final / "config.json").is_file():
+        return final
+    data, base = training_data_dir(profile), resolve_model(profile)
+    print(f"No SFT checkpoint at {final}: notebook 08 (08_sft_warmup.ipynb) makes it. Training it now with "
+          f"08's settings on {data} (08's training step: about 20 minutes on 2 CPU cores in the cpu profile, "
+          "a minute in smoke), so that GRPO starts from a model that knows the answer format. "
+          "Run notebook 08 to see it made and evaluated.", flush=True)
+    trainer = build_sft_trainer(profile, load_dataset(data), base, sft_output_dir(profile))
+    trainer.train()
+    save_final(trainer, final, base)
+    release(trainer)
+    return final
 
 
 def sft_output_dir(profile: Profile | None = None) -> Path:

@@ -11,8 +11,8 @@ own server with the flags a trainer needs (weight transfer over NCCL, processed 
 prints the equivalent `VLLM_SERVER_DEV_MODE=1 vllm serve ...` command; run that one directly
 once `trl vllm-serve` is gone.
 
-MODEL defaults to the profile's SFT checkpoint (notebook 08) when there is one, else its base
-model. A run that is interrupted resumes from its last checkpoint when started again.
+MODEL defaults to the profile's SFT checkpoint (notebook 08); without one the script stops
+rather than train the base model unnoticed. A run that is interrupted resumes from its last checkpoint when started again.
 """
 
 import argparse
@@ -20,13 +20,16 @@ import json
 from pathlib import Path
 
 from course_lib.grpo import build_grpo_trainer, latest_checkpoint, save_final, training_environment
-from course_lib.models import resolve_model
+from course_lib.sft import final_checkpoint
 from course_lib.profiles import get_profile, output_dir
 
 
 def default_model(profile) -> str:
-    sft = output_dir(profile) / "sft" / "final"
-    return str(sft) if (sft / "config.json").is_file() else resolve_model(profile)
+    final = final_checkpoint(profile)
+    if not (final / "config.json").is_file():
+        raise SystemExit(f"No SFT checkpoint at {final}: run notebook 08 (08_sft_warmup.ipynb) first, or pass "
+                         "--model (a checkpoint path or Hub id) to start from another model on purpose.")
+    return str(final)
 
 
 def main(argv: list[str] | None = None) -> None:

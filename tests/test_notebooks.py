@@ -7,11 +7,14 @@ import nbformat
 import pytest
 
 COLAB_BOOTSTRAP = """\
-# On Colab, fetch the course and its pinned stack (about 3 minutes); elsewhere this does nothing.
+# Set up the course: on Colab, fetch it and install what this runtime needs (once, a few minutes);
+# everywhere, print the profile chosen for this machine and why (course_lib/bootstrap.py).
 import sys
 if "google.colab" in sys.modules:
-    !git clone -q https://github.com/llm-rl-course/llm-rl-environments /content/course 2>/dev/null; cd /content/course && make install
-    sys.path.insert(0, "/content/course")"""
+    !git clone -q https://github.com/llm-rl-course/llm-rl-environments /content/course 2>/dev/null
+    sys.path.insert(0, "/content/course")
+from course_lib.bootstrap import setup
+setup()"""
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 
 
@@ -40,6 +43,7 @@ def test_notebook_opens_with_goal_budget_per_profile_and_what_to_see(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_second_cell_is_the_same_colab_bootstrap_everywhere(path):
-    """Catches: a notebook that cannot run alone on Colab (no clone, no install, wrong path)."""
+    """Catches: a notebook that cannot run alone on Colab (no clone, no install, wrong path), or
+    one that does not say which profile it runs in."""
     cell = json.loads(path.read_text())["cells"][1]
     assert cell["cell_type"] == "code" and "".join(cell["source"]).strip() == COLAB_BOOTSTRAP

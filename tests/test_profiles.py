@@ -12,6 +12,7 @@ def test_hardware_picks_profile():
 
 
 def test_environment_variable_forces_profile(monkeypatch):
+    monkeypatch.setattr(profiles, "cuda_capability", lambda: (8, 0))  # the GPU profiles need one
     for name in profiles.PROFILES:
         monkeypatch.setenv(profiles.PROFILE_VARIABLE, name)
         assert profiles.get_profile().name == name
@@ -20,6 +21,7 @@ def test_environment_variable_forces_profile(monkeypatch):
 def test_without_variable_profile_follows_hardware(monkeypatch):
     monkeypatch.delenv(profiles.PROFILE_VARIABLE, raising=False)
     monkeypatch.setattr(profiles, "detect_hardware", lambda: {"gpus": ["A", "B"]})
+    monkeypatch.setattr(profiles, "cuda_capability", lambda: (8, 0))
     assert profiles.get_profile().name == "full"
 
 

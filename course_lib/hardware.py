@@ -1,0 +1,73 @@
+"""What the GPU can do, and what follows for the course.
+
+- `cuda_capability()`: the first GPU's compute capability ((7, 5) on a T4, (8, 0) on an A100),
+  None without a GPU.
+- `precision(capability)`: the number type to train and serve in. float32 on the CPU; float16
+  below compute capability 8.0 (a T4 reports bfloat16 as supported but only emulates it, slowly);
+  bfloat16 from 8.0 on (same range as float32, so no loss scaling).
+- `why_no_vllm(capability)`: why vLLM cannot be used here, or None. GPU profiles then serve with
+  `transformers serve --device cuda --continuous-batching` and GRPO generates with transformers:
+  slower, same results.
+- `release(trainer)`: free a trainer's GPU memory before the next stage loads a model, so that
+  one inference engine at a time holds the card.
+"""
+
+import gc
+import importlib.util
+import os
+
+VLLM_VARIABLE = "COURSE_VLLM"  # COURSE_VLLM=0: never use vLLM, even where it is installed
+VLLM_MIN_CAPABILITY = (7, 0)  # vLLM's oldest supported NVIDIA GPUs (Volta)
+INSTALL_VLLM = "pip install -r requirements-gpu.txt"
+
+
+def cuda_capability() -> tuple[int, int] | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return tuple(torch.cuda.get_device_capability(0)) if torch.cuda.is_available() else None
+
+
+def precision(capability: tuple[int, int] | None) -> str:
+    if capability is None:
+        return "float32"
+    return "bfloat16" if capability >= (8, 0) else "float16"
+
+
+def training_dtype(capability: tuple[int, int] | None, lora: bool) -> str:
+    """The dtype to load a model in for training. float16 mixed precision needs float32 weights
+    wherever gradients flow (its gradient scaler refuses float16 ones): LoRA trains float32
+    adapters on frozen float16 weights; full fine-tuning keeps every weight in float32."""
+    dtype = precision(capability)
+    return "float32" if dtype == "float16" and not lora else dtype
+
+
+def why_no_vllm(capability: tuple[int, int] | None) -> str | None:
+    if os.environ.get(VLLM_VARIABLE) == "0":
+        return f"{VLLM_VARIABLE}=0 is set"
+    if capability is None:
+        return "no NVIDIA GPU"
+    if capability < VLLM_MIN_CAPABILITY:
+        return f"this GPU's compute capability {capability[0]}.{capability[1]} is below vLLM's minimum 7.0"
+    if importlib.util.find_spec("vllm") is None:
+        return "vLLM is not installed"
+    return None
+
+
+def release(trainer) -> None:
+    """Free what a trainer holds on the GPU: its colocated vLLM engine, then its model, optimizer
+    and the accelerator's references to them, then the CUDA cache. Delete your own variable too
+    (`del trainer`). Does nothing harmful on the CPU."""
+    import torch
+
+    generation = getattr(trainer, "vllm_generation", None)
+    if getattr(generation, "llm", None) is not None:
+        generation.llm = None  # vLLM 0.31's LLM has no shutdown(): its engine goes with the last reference
+    trainer.accelerator.free_memory()
+    trainer.model = trainer.model_wrapped = trainer.optimizer = trainer.lr_scheduler = None
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+        free, total = torch.cuda.mem_get_info()
+        print(f"GPU memory in use after releasing the trainer: {(total - free) / 2**30:.1f} of {total / 2**30:.0f} GiB")
