@@ -122,6 +122,44 @@ def summarize(games: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def mcnemar_p_value(only_first: int, only_second: int) -> float:
+    """Exact two-sided McNemar test: the chance of a split of the discordant games at least this
+    uneven if both players were equally good (each discordant game a fair coin)."""
+    n, k = only_first + only_second, min(only_first, only_second)
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def paired_comparison(games: pd.DataFrame, first: str, second: str,
+                      outcomes: tuple[str, ...] = ("win", "loss", "non-loss")) -> pd.DataFrame:
+    """Compare two players on the *same* games (same opponent, same seed, same row), per opponent.
+
+    For each outcome: both players' rates, the games only the first or only the second got it,
+    and the exact McNemar p-value. Pairing removes the luck of the draw (who starts, the
+    opponent's dice), so it tells a real difference from noise with fewer games than comparing
+    two independent rates. "non-loss" = win or draw.
+    """
+    columns = ["opponent", "example_id", "result"]
+    a = games[games["player"] == first][columns]
+    b = games[games["player"] == second][columns]
+    pairs = a.merge(b, on=["opponent", "example_id"], suffixes=("_first", "_second"))
+    if pairs.empty:
+        raise ValueError(f"no game played by both {first!r} and {second!r}: evaluate both with the same seed")
+    rows = []
+    for opponent, g in pairs.groupby("opponent", sort=False):
+        for name in outcomes:
+            got = {side: (g[f"result_{side}"] != "loss") & (g[f"result_{side}"] != "unfinished")
+                   if name == "non-loss" else g[f"result_{side}"] == name for side in ("first", "second")}
+            only_first = int((got["first"] & ~got["second"]).sum())
+            only_second = int((got["second"] & ~got["first"]).sum())
+            rows.append({"opponent": opponent, "outcome": name, "games": len(g), first: got["first"].mean(),
+                         second: got["second"].mean(), f"only {first}": only_first, f"only {second}": only_second,
+                         "p_value": mcnemar_p_value(only_first, only_second)})
+    return pd.DataFrame(rows)
+
+
 @dataclass
 class EvalResult:
     summary: pd.DataFrame  # one row per opponent

@@ -287,3 +287,30 @@ def test_empty_results_give_a_clear_error(expert_result):
         evaluation.summarize(expert_result.games.iloc[:0])
     with pytest.raises(ValueError, match="nothing to plot"):
         evaluation.plot_wdl(expert_result.summary.iloc[:0], "empty")
+
+
+# --- Paired comparison -----------------------------------------------------------------------------
+
+def test_mcnemar_p_value_matches_the_exact_binomial_values():
+    assert evaluation.mcnemar_p_value(0, 0) == 1.0
+    assert evaluation.mcnemar_p_value(5, 5) == 1.0
+    assert evaluation.mcnemar_p_value(0, 6) == pytest.approx(2 / 64)  # six discordant games, all one way
+    assert evaluation.mcnemar_p_value(1, 9) == pytest.approx(2 * 11 / 1024)
+    assert evaluation.mcnemar_p_value(9, 1) == evaluation.mcnemar_p_value(1, 9)
+
+
+def test_paired_comparison_pairs_the_same_games_and_finds_a_real_difference():
+    """Catches: pairing games by position instead of by (opponent, row), and a test that cannot
+    tell 30 games flipped from loss to win apart from noise."""
+    import pandas as pd
+
+    rows = []
+    for i in range(40):
+        rows.append({"player": "before", "opponent": "random", "example_id": i, "result": "loss" if i < 30 else "win"})
+        rows.append({"player": "after", "opponent": "random", "example_id": 39 - i, "result": "win"})
+    table = evaluation.paired_comparison(pd.DataFrame(rows), "before", "after", outcomes=("win",))
+    row = table.iloc[0]
+    assert (row["games"], row["only before"], row["only after"]) == (40, 0, 30)
+    assert row["before"] == 0.25 and row["after"] == 1.0 and row["p_value"] < 1e-8
+    with pytest.raises(ValueError, match="no game played by both"):
+        evaluation.paired_comparison(pd.DataFrame(rows), "before", "nobody")
