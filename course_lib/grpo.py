@@ -140,7 +140,7 @@ def latest_checkpoint(output_dir: Path) -> str | None:
 
 def training_environment(profile: Profile, seed: int = 0):
     """The tic-tac-toe environment as GRPO sees it: opponent skill stratified over 0.2-0.7
-    (the seed course's first run), one skill bucket per prompt of a step, and at most 6
+    (the original course's first run), one skill bucket per prompt of a step, and at most 6
     answers per game (5 moves finish any game; more only burns tokens on invalid answers)."""
     from course_lib.envs.tictactoe import load_environment
 

@@ -35,7 +35,7 @@ class Profile:
     env_num_examples: int
     env_rollouts_per_example: int
     env_max_tokens: int
-    max_concurrent: int
+    max_concurrent: int  # requests in flight; on a CPU, the largest batch the local model answers at once
     # 05-06: tic-tac-toe evaluation (games per opponent, tokens per model turn)
     ttt_eval_games: int
     ttt_max_tokens_per_turn: int
@@ -77,8 +77,8 @@ _BASE = Profile(
     env_num_examples=20,
     env_rollouts_per_example=3,
     env_max_tokens=192,
-    max_concurrent=4,
-    ttt_eval_games=20,  # per opponent: ~10 min per model on 2 cores; intervals about +-20 points
+    max_concurrent=32,
+    ttt_eval_games=100,  # per opponent, same games for every model: intervals about +-10 points
     ttt_max_tokens_per_turn=56,  # the expert's answers, which SFT teaches, are at most 54 tokens
     sft_num_games=300,
     sft_epochs=2,
@@ -139,7 +139,7 @@ PROFILES = {
         sft_batch_size=16,
         sft_use_lora=True,
         grpo_max_steps=200,
-        grpo_prompts_per_step=32,  # 256 rollouts per step: the seed course found fewer unstable
+        grpo_prompts_per_step=32,  # 256 rollouts per step
         grpo_micro_batch_size=8,
         grpo_max_tokens_per_turn=256,
         grpo_max_episode_tokens=1536,
@@ -153,7 +153,7 @@ PROFILES = {
         description="a GPU box with several GPUs: a 2.6B hub model, vLLM server + accelerate",
         model="LiquidAI/LFM2-2.6B",
         server="vllm",
-        time_budget="the seed-scale run: many GPU-hours",
+        time_budget="the original course's scale: many GPU-hours",
         server_start_timeout_s=900,
         chat_max_tokens=256,
         env_num_examples=200,
