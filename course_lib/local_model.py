@@ -113,7 +113,8 @@ class LocalModelClient(vf.Client):
                 await asyncio.sleep(0.005)
             first_sampling = self._pending[0][1]
             batch = [item for item in self._pending if item[1] == first_sampling][: self.max_batch_size]
-            self._pending = [item for item in self._pending if item not in batch]
+            taken = {id(item) for item in batch}
+            self._pending = [item for item in self._pending if id(item) not in taken]
             self.batch_sizes.append(len(batch))
             try:  # in a thread, so the event loop (progress bars, timeouts) stays responsive
                 results = await asyncio.to_thread(self.generate_batch, [ids for ids, _, _ in batch], first_sampling)
