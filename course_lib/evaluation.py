@@ -11,6 +11,7 @@ The games are fixed by `seed`: every player meets the same opponents in the same
 and later notebooks compare against these numbers with the same seed.
 """
 
+import asyncio
 import json
 import math
 import numbers
@@ -187,13 +188,17 @@ async def evaluate_player(client: vf.Client, model: str, player: str, games: int
                           max_turns: int = EVAL_MAX_TURNS, out_dir: Path | None = None) -> EvalResult:
     """Play `games` games against each opponent through the environment's `evaluate`."""
     check_games_and_opponents(games, opponents)
-    all_rows, paths = [], []
-    for opponent in opponents:
+
+    async def play(opponent):
         env = eval_environment(opponent, games, seed=seed, max_turns=max_turns)
         results = await env.evaluate(client, model, sampling_args=sampling_args, num_examples=-1,
                                      rollouts_per_example=1, max_concurrent=max_concurrent,
                                      state_columns=GAME_STATE_COLUMNS)
-        outputs = results["outputs"]
+        return opponent, results["outputs"]
+
+    all_rows, paths = [], []
+    # Every opponent at once: a local model answers all their games' turns in the same batches.
+    for opponent, outputs in await asyncio.gather(*(play(opponent) for opponent in opponents)):
         all_rows += game_rows(outputs, player, opponent)
         if out_dir is not None:
             paths.append(save_transcripts(outputs, Path(out_dir) / f"transcripts_{player}_{opponent}.jsonl",
