@@ -3,13 +3,14 @@
 CPU profiles run `transformers serve`, GPU profiles `vllm serve`; notebooks talk to both the
 same way (an OpenAI client, or a verifiers client). A server is always stopped: on `stop()`,
 at the end of a `with serve():` block (exceptions and KeyboardInterrupt included), when the
-Python process exits, and, on Linux, when the kernel process dies (the child asks the OS for
-SIGTERM when its parent goes). `external_endpoint()` points the same interface at an API.
+Python process exits, and when the kernel process dies (a small supervisor process watches
+it). `external_endpoint()` points the same interface at an API.
 """
 
 import atexit
 import importlib.util
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -27,16 +28,25 @@ API_KEY_VARIABLE = "COURSE_API_KEY"
 API_BASE_URL_VARIABLE = "COURSE_API_BASE_URL"
 API_MODEL_VARIABLE = "COURSE_API_MODEL"
 
-# Runs in the child before the server starts: ask Linux to SIGTERM us when the parent (the
-# notebook kernel) dies, even by SIGKILL, then become the server. Elsewhere, atexit must do.
-_DIE_WITH_PARENT = (
-    "import ctypes, os, signal, sys\n"
-    "parent = int(sys.argv[1])\n"
-    "if sys.platform.startswith('linux'):\n"
-    "    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG\n"
-    "    if os.getppid() != parent: sys.exit(0)  # the parent died before prctl\n"
-    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+# Runs in the child: start the server, then watch the parent (the notebook kernel). When the
+# parent dies, even by SIGKILL, the child is re-parented: it then stops the server. (Linux's
+# PR_SET_PDEATHSIG would be simpler, but it fires when the parent *thread* that started the
+# server ends, so a server started from a worker thread died with that thread.)
+_SUPERVISE = (
+    "import os, signal, subprocess, sys, time\n"
+    "signal.signal(signal.SIGTERM, lambda *_: None)  # stop() signals the group: outlive the server\n"
+    "parent, server = int(sys.argv[1]), subprocess.Popen(sys.argv[2:])\n"
+    "while server.poll() is None:\n"
+    "    if os.getppid() != parent:\n"
+    "        os.killpg(0, signal.SIGTERM)\n"
+    "        try: server.wait(15)\n"
+    "        except subprocess.TimeoutExpired: os.killpg(0, signal.SIGKILL)\n"
+    "    time.sleep(0.5)\n"
+    "sys.exit(server.returncode)\n"
 )
+# A kernel started without activating its virtual environment does not have the environment's
+# bin/ on PATH: look for programs next to this Python first, and give the server that PATH too.
+BIN_DIR = str(Path(sys.executable).parent)
 
 
 class ServerError(RuntimeError):
@@ -129,13 +139,23 @@ def port_is_busy(port: int) -> bool:
             return True
 
 
+def find_program(name: str) -> str:
+    """The path of the program `name`: next to this Python, else on PATH."""
+    path = shutil.which(name, path=BIN_DIR) or shutil.which(name)
+    if path is None:
+        raise ServerError(f"Cannot find the program {name!r}, neither in {BIN_DIR} (next to this Python) "
+                          "nor on PATH. Install the course's requirements into this Python (make install), "
+                          "or start Jupyter from the environment where they are installed.")
+    return path
+
+
 def server_command(profile: Profile, model_path: str, port: int) -> list[str]:
     if profile.server == "transformers":
-        return ["transformers", "serve", model_path, "--device", "cpu", "--host", "127.0.0.1", "--port", str(port)]
+        return [find_program("transformers"), "serve", model_path, "--device", "cpu", "--host", "127.0.0.1", "--port", str(port)]
     if importlib.util.find_spec("vllm") is None:
         raise ServerError(f"Profile {profile.name!r} serves with vLLM, which is not installed: "
                           "pip install -r requirements-gpu.txt (Linux + NVIDIA GPU only).")
-    return ["vllm", "serve", model_path, "--host", "127.0.0.1", "--port", str(port),
+    return [find_program("vllm"), "serve", model_path, "--host", "127.0.0.1", "--port", str(port),
             "--served-model-name", profile.model, "--gpu-memory-utilization", "0.85"]
 
 
@@ -158,9 +178,9 @@ def start_server(profile: Profile | None = None, model_path: str | None = None, 
     log_path = log_dir / f"server-{port}.log"
     log_file = open(log_path, "w")
     process = subprocess.Popen(
-        [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *command],
+        [sys.executable, "-c", _SUPERVISE, str(os.getpid()), *command],
         stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "PATH": os.pathsep.join([BIN_DIR, os.environ.get("PATH", "")])},
     )
     server = Server(
         base_url=f"http://127.0.0.1:{port}/v1",
