@@ -167,6 +167,8 @@ class DoubleCheckEnv(vf.MultiTurnEnv):
     async def env_response(self, messages: vf.Messages, state: vf.State, **kwargs) -> vf.Messages:
         # Runs after each model turn that does not end the rollout: here, only after the first.
         # `messages` is the conversation so far; its last message is the model's first reply.
+        if len(state["trajectory"]) > 1:  # a caller driving turns by hand after the end: nothing changes
+            return [vf.UserMessage(content="The conversation is over.")]
         state["first_answer"] = self.parser.parse_answer(messages)
         return [vf.UserMessage(content=ARE_YOU_SURE)]
 
