@@ -10,6 +10,8 @@ import importlib.util
 import json
 import os
 import shutil
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from course_lib.profiles import EMBEDDED_MODEL, Profile, get_profile
@@ -76,13 +78,26 @@ def embedded_checkpoint() -> Path:
     return target
 
 
-def check_hub_model(model_id: str) -> str:
-    """Download (or find in the local cache) a Hub model, with a clear message when offline."""
-    from huggingface_hub import snapshot_download
+def check_hub_model(model_id: str, timeout_s: float = 5) -> str:
+    """Download (or find in the local cache) a Hub model, with a clear message when offline.
 
+    Offline, snapshot_download retries for minutes (146 s measured), so when the model is not
+    cached we first ask the Hub once, for at most `timeout_s` seconds, whether it answers at all.
+    """
+    from huggingface_hub import constants, snapshot_download
+
+    patterns = ["*.json", "*.safetensors", "*.jinja", "*.txt", "*.model"]
     try:
-        return snapshot_download(model_id, allow_patterns=["*.json", "*.safetensors", "*.jinja", "*.txt", "*.model"])
-    except Exception as error:  # the hub raises many types for "offline"
+        return snapshot_download(model_id, allow_patterns=patterns, local_files_only=True)
+    except Exception:
+        pass  # not in the cache: go online
+    try:
+        try:
+            urllib.request.urlopen(f"{constants.ENDPOINT}/api/models/{model_id}", timeout=timeout_s).close()
+        except urllib.error.HTTPError:
+            pass  # the Hub answered (e.g. 401 for a gated model): snapshot_download says what is wrong
+        return snapshot_download(model_id, allow_patterns=patterns)
+    except Exception as error:  # no answer, or the download failed; the hub raises many types
         raise ModelNotAvailable(
             f"Could not get {model_id} from the Hugging Face Hub ({type(error).__name__}: {error}).\n"
             "Are you offline? Download it once where you have internet, or set "

@@ -36,6 +36,7 @@ class Profile:
     env_rollouts_per_example: int
     env_max_tokens: int
     max_concurrent: int  # requests in flight; on a CPU, the largest batch the local model answers at once
+    check_replies: int  # 04-05: fuzzed replies per environment check (course_lib/check_environment.py)
     # 05-06: tic-tac-toe evaluation (games per opponent, tokens per model turn)
     ttt_eval_games: int
     ttt_max_tokens_per_turn: int
@@ -78,6 +79,7 @@ _BASE = Profile(
     env_rollouts_per_example=3,
     env_max_tokens=192,
     max_concurrent=32,
+    check_replies=2_000,  # about 20 s per environment on 2 cores
     ttt_eval_games=20,  # per opponent, the same games for every model; intervals about +-20 points
     ttt_max_tokens_per_turn=56,  # the expert's answers, which SFT teaches, are at most 54 tokens
     sft_num_games=300,
@@ -106,6 +108,7 @@ PROFILES = {
         env_num_examples=2,
         env_rollouts_per_example=2,
         env_max_tokens=48,
+        check_replies=200,
         ttt_eval_games=2,
         ttt_max_tokens_per_turn=32,
         sft_num_games=16,
@@ -131,6 +134,7 @@ PROFILES = {
         env_rollouts_per_example=4,
         env_max_tokens=512,
         max_concurrent=64,
+        check_replies=10_000,
         ttt_eval_games=200,
         ttt_max_tokens_per_turn=256,
         sft_num_games=1000,
@@ -160,6 +164,7 @@ PROFILES = {
         env_rollouts_per_example=8,
         env_max_tokens=1024,
         max_concurrent=128,
+        check_replies=10_000,
         ttt_eval_games=500,
         ttt_max_tokens_per_turn=512,
         sft_num_games=2000,

@@ -8,12 +8,13 @@ with a client that batches concurrent requests (`course_lib.local_model`), sever
 `transformers serve`, which answers one request at a time. Both give `.client` (a verifiers
 client), `.model` (the name to put in requests), `.chat()` and `.stop()`. A server is always stopped: on `stop()`,
 at the end of a `with serve():` block (exceptions and KeyboardInterrupt included), when the
-Python process exits, and, on Linux, when the kernel process dies (the child asks the OS for
-SIGTERM when its parent goes). `external_endpoint()` points the same interface at an API.
+Python process exits, and when the kernel process dies (a small supervisor process watches
+it). `external_endpoint()` points the same interface at an API.
 """
 
 import atexit
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -35,16 +36,25 @@ API_KEY_VARIABLE = "COURSE_API_KEY"
 API_BASE_URL_VARIABLE = "COURSE_API_BASE_URL"
 API_MODEL_VARIABLE = "COURSE_API_MODEL"
 
-# Runs in the child before the server starts: ask Linux to SIGTERM us when the parent (the
-# notebook kernel) dies, even by SIGKILL, then become the server. Elsewhere, atexit must do.
-_DIE_WITH_PARENT = (
-    "import ctypes, os, signal, sys\n"
-    "parent = int(sys.argv[1])\n"
-    "if sys.platform.startswith('linux'):\n"
-    "    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG\n"
-    "    if os.getppid() != parent: sys.exit(0)  # the parent died before prctl\n"
-    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+# Runs in the child: start the server, then watch the parent (the notebook kernel). When the
+# parent dies, even by SIGKILL, the child is re-parented: it then stops the server. (Linux's
+# PR_SET_PDEATHSIG would be simpler, but it fires when the parent *thread* that started the
+# server ends, so a server started from a worker thread died with that thread.)
+_SUPERVISE = (
+    "import os, signal, subprocess, sys, time\n"
+    "signal.signal(signal.SIGTERM, lambda *_: None)  # stop() signals the group: outlive the server\n"
+    "parent, server = int(sys.argv[1]), subprocess.Popen(sys.argv[2:])\n"
+    "while server.poll() is None:\n"
+    "    if os.getppid() != parent:\n"
+    "        os.killpg(0, signal.SIGTERM)\n"
+    "        try: server.wait(15)\n"
+    "        except subprocess.TimeoutExpired: os.killpg(0, signal.SIGKILL)\n"
+    "    time.sleep(0.5)\n"
+    "sys.exit(server.returncode)\n"
 )
+# A kernel started without activating its virtual environment does not have the environment's
+# bin/ on PATH: look for programs next to this Python first, and give the server that PATH too.
+BIN_DIR = str(Path(sys.executable).parent)
 
 
 class ServerError(RuntimeError):
@@ -160,6 +170,16 @@ def port_is_busy(port: int) -> bool:
             return True
 
 
+def find_program(name: str) -> str:
+    """The path of the program `name`: next to this Python, else on PATH."""
+    path = shutil.which(name, path=BIN_DIR) or shutil.which(name)
+    if path is None:
+        raise ServerError(f"Cannot find the program {name!r}, neither in {BIN_DIR} (next to this Python) "
+                          "nor on PATH. Install the course's requirements into this Python (make install), "
+                          "or start Jupyter from the environment where they are installed.")
+    return path
+
+
 def server_command(profile: Profile, model_path: str, port: int) -> list[str]:
     """`transformers serve` on the CPU, or on a GPU where vLLM cannot run (continuous batching serves
     concurrent requests together); `vllm serve` otherwise. The card's precision either way."""
@@ -168,8 +188,8 @@ def server_command(profile: Profile, model_path: str, port: int) -> list[str]:
     if profile.server == "transformers":
         device = ["--device", "cpu"] if capability is None else [
             "--device", "cuda", "--continuous-batching", "--dtype", precision(capability)]
-        return ["transformers", "serve", model_path, *device, *address]
-    return ["vllm", "serve", model_path, *address, "--served-model-name", profile.model,
+        return [find_program("transformers"), "serve", model_path, *device, *address]
+    return [find_program("vllm"), "serve", model_path, *address, "--served-model-name", profile.model,
             "--dtype", precision(capability), "--gpu-memory-utilization", "0.85"]
 
 
@@ -192,9 +212,9 @@ def start_server(profile: Profile | None = None, model_path: str | None = None, 
     log_path = log_dir / f"server-{port}.log"
     log_file = open(log_path, "w")
     process = subprocess.Popen(
-        [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *command],
+        [sys.executable, "-c", _SUPERVISE, str(os.getpid()), *command],
         stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "PATH": os.pathsep.join([BIN_DIR, os.environ.get("PATH", "")])},
     )
     server = Server(
         base_url=f"http://127.0.0.1:{port}/v1",

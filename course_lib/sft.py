@@ -19,6 +19,7 @@ Regenerate the shipped dataset (deterministic, a few seconds): `python -m course
 import json
 from pathlib import Path
 
+from course_lib.data_files import read_jsonl
 from course_lib.envs.tictactoe import GAME_STATE_COLUMNS, load_environment
 from course_lib.hardware import cuda_capability, precision, release, training_dtype
 from course_lib.profiles import Profile, get_profile
@@ -130,8 +131,9 @@ def load_dataset(directory: Path = DATA_DIR):
     """The SFT games as a `datasets.Dataset` (default: the shipped expert games)."""
     from datasets import Dataset
 
-    lines = (Path(directory) / GAMES_FILE).read_text().splitlines()
-    return Dataset.from_list([json.loads(line) for line in lines if line.strip()])
+    fix = ("Write the games again with `python -m course_lib.sft` (notebook 07), or restore the shipped "
+           "ones with `git checkout data/tictactoe_sft`.")
+    return Dataset.from_list(read_jsonl(Path(directory) / GAMES_FILE, {"messages": list}, fix))
 
 
 def dataset_meta(teacher: str, outputs: list[dict], rows: list[dict], dropped: dict, seed: int = TEACHER_SEED) -> dict:

@@ -1,4 +1,5 @@
 import json
+import socket
 import time
 
 import pytest
@@ -57,3 +58,20 @@ def test_cached_checkpoint_is_reused_and_loads_fast(fresh_checkpoint, monkeypatc
     assert getattr(model.config, "quantization_config", None) is None  # save_pretrained works
     ids = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True)
     assert tokenizer.decode(ids["input_ids"] if isinstance(ids, dict) else ids).endswith("<|im_start|>assistant\n")
+
+
+def test_an_unreachable_hub_fails_in_seconds_with_the_fix(monkeypatch):
+    """Catches: a Hub model requested offline failing only after 146 s of retries.
+    The 'Hub' here accepts connections and never answers, as a firewalled network does."""
+    from huggingface_hub import constants
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{silent.getsockname()[1]}")
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        monkeypatch.setenv("no_proxy", "127.0.0.1")
+        start = time.monotonic()
+        with pytest.raises(models.ModelNotAvailable, match=r"Are you offline\?.*COURSE_PROFILE=cpu"):
+            models.check_hub_model("course-tests/not-a-cached-model")
+    assert time.monotonic() - start < 15

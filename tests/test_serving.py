@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -71,6 +72,28 @@ def test_server_dies_with_its_parent_even_on_sigkill():
         parent.send_signal(signal.SIGKILL)
         parent.wait()
     assert _wait_gone(server_pid), "orphan server survived its parent"
+
+
+def test_server_outlives_the_thread_that_started_it_and_needs_no_venv_on_path(monkeypatch):
+    """Catches: PR_SET_PDEATHSIG killing the server when the worker thread that started it
+    ends, and "FileNotFoundError: [Errno 2]" from a kernel started without activating the venv."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    started = []
+    thread = threading.Thread(target=lambda: started.append(serving.start_server()))
+    thread.start()
+    thread.join()
+    with started[0] as server:
+        time.sleep(2)
+        assert server.process.poll() is None, server.log_tail()
+        assert server.chat("Say hi.", max_tokens=4)
+
+
+def test_a_missing_program_is_named_and_found_next_to_python(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", "")
+    assert serving.server_command(get_profile("cpu"), "model", 1)[0] == os.path.join(serving.BIN_DIR, "transformers")
+    monkeypatch.setattr(serving, "BIN_DIR", str(tmp_path))
+    with pytest.raises(serving.ServerError, match=f"Cannot find the program 'transformers', neither in {tmp_path}"):
+        serving.server_command(get_profile("cpu"), "model", 1)
 
 
 def test_busy_port_is_a_clear_error():

@@ -22,7 +22,6 @@ Data: data/double_check.jsonl in the course repository, rows {"id", "question", 
 (the answer is an integer written as a string).
 """
 
-import json
 import random
 import re
 from pathlib import Path
@@ -30,6 +29,7 @@ from pathlib import Path
 import verifiers as vf
 from datasets import Dataset
 
+from course_lib.data_files import DataFileError, read_jsonl
 from course_lib.tags import tag_contents
 
 # The repository root is the parent of course_lib/ (this file is course_lib/envs/double_check.py).
@@ -44,14 +44,22 @@ ARE_YOU_SURE = "Are you sure?"
 
 # ---------------------------------------------------------------- data
 
+FIX = ("This environment reads the course's data/ folder: run it from a clone of the course repository "
+       "(pip install -e . there; `git checkout data/` restores the shipped file), or pass data_path= "
+       'to a JSON Lines file with rows {"id": 0, "question": "What is 2 + 3?", "answer": "5"}.')
+
+
+def unmatchable(row: dict) -> str | None:
+    """Why no reply can ever match this row's answer, or None: replies are read as canonical
+    numbers ("05" -> "5"), so the answer must be an integer written that way."""
+    if not re.fullmatch(r"-?[0-9]+", row["answer"]) or canonical_number(row["answer"]) != row["answer"]:
+        return (f"answer {row['answer']!r:.40} can never match: answers must be whole numbers written "
+                f"plainly, e.g. \"42\" or \"-7\" (no spaces, leading zeros, + sign or decimals)")
+    return None
+
+
 def load_rows(path: Path = DATA_FILE) -> list[dict]:
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{path} not found. This environment reads the course's data/ folder: run it from "
-            "a clone of the course repository (pip install -e . there), or pass data_path=."
-        )
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return read_jsonl(path, {"id": int, "question": str, "answer": str}, FIX, check=unmatchable)
 
 
 def to_example(row: dict) -> dict:
@@ -159,6 +167,8 @@ class DoubleCheckEnv(vf.MultiTurnEnv):
     async def env_response(self, messages: vf.Messages, state: vf.State, **kwargs) -> vf.Messages:
         # Runs after each model turn that does not end the rollout: here, only after the first.
         # `messages` is the conversation so far; its last message is the model's first reply.
+        if len(state["trajectory"]) > 1:  # a caller driving turns by hand after the end: nothing changes
+            return [vf.UserMessage(content="The conversation is over.")]
         state["first_answer"] = self.parser.parse_answer(messages)
         return [vf.UserMessage(content=ARE_YOU_SURE)]
 
@@ -182,10 +192,13 @@ def load_environment(
     the next `num_train_examples` (-1: all the rest) the training set, so the two never overlap.
     Extra keyword arguments go to DoubleCheckEnv (vf.MultiTurnEnv), e.g. timeout_seconds.
     """
-    examples = [to_example(row) for row in load_rows(Path(data_path) if data_path else DATA_FILE)]
+    path = Path(data_path) if data_path else DATA_FILE
+    examples = [to_example(row) for row in load_rows(path)]
     random.Random(seed).shuffle(examples)
     if not 0 < num_eval_examples < len(examples):
-        raise ValueError(f"num_eval_examples must be between 1 and {len(examples) - 1}")
+        raise DataFileError(str(path), f"{len(examples)} rows, so num_eval_examples must be between 1 and "
+                            f"{len(examples) - 1} (the other rows are the training set), not {num_eval_examples}",
+                            "Pass a num_eval_examples in that range, or add rows to the file.")
     eval_examples, train_examples = examples[:num_eval_examples], examples[num_eval_examples:]
     if num_train_examples >= 0:
         train_examples = train_examples[:num_train_examples]

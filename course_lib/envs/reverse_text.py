@@ -16,7 +16,6 @@ Data: data/reverse_text.jsonl in the course repository, rows {"id", "text"}; the
 is text[::-1], computed here (nothing to download).
 """
 
-import json
 import random
 from difflib import SequenceMatcher
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 import verifiers as vf
 from datasets import Dataset
 
+from course_lib.data_files import DataFileError, read_jsonl
 from course_lib.tags import LinearXMLParser
 
 # The repository root is the parent of course_lib/ (this file is course_lib/envs/reverse_text.py).
@@ -39,14 +39,14 @@ assistant: <reversed_text>
 
 # ---------------------------------------------------------------- data
 
+FIX = ("This environment reads the course's data/ folder: run it from a clone of the course repository "
+       "(pip install -e . there; `git checkout data/` restores the shipped file), or pass data_path= "
+       'to a JSON Lines file with rows {"id": 0, "text": "Hello, world!"}.')
+
+
 def load_rows(path: Path = DATA_FILE) -> list[dict]:
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{path} not found. This environment reads the course's data/ folder: run it from "
-            "a clone of the course repository (pip install -e . there), or pass data_path=."
-        )
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return read_jsonl(path, {"id": int, "text": str}, FIX,
+                      check=lambda row: None if row["text"].strip() else "field 'text' is empty: nothing to reverse")
 
 
 def to_example(row: dict) -> dict:
@@ -92,10 +92,13 @@ def load_environment(
     the next `num_train_examples` (-1: all the rest) the training set, so the two never overlap.
     Extra keyword arguments go to vf.SingleTurnEnv (e.g. sampling_args, map_kwargs).
     """
-    examples = [to_example(row) for row in load_rows(Path(data_path) if data_path else DATA_FILE)]
+    path = Path(data_path) if data_path else DATA_FILE
+    examples = [to_example(row) for row in load_rows(path)]
     random.Random(seed).shuffle(examples)
     if not 0 < num_eval_examples < len(examples):
-        raise ValueError(f"num_eval_examples must be between 1 and {len(examples) - 1}")
+        raise DataFileError(str(path), f"{len(examples)} rows, so num_eval_examples must be between 1 and "
+                            f"{len(examples) - 1} (the other rows are the training set), not {num_eval_examples}",
+                            "Pass a num_eval_examples in that range, or add rows to the file.")
     eval_examples, train_examples = examples[:num_eval_examples], examples[num_eval_examples:]
     if num_train_examples >= 0:
         train_examples = train_examples[:num_train_examples]

@@ -39,9 +39,12 @@ from pathlib import Path
 
 import verifiers as vf  # cheap: the classes load lazily on first use
 
+from course_lib.data_files import read_jsonl
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = Path(os.environ.get("WIKI_DATA_DIR", REPO_ROOT / "data" / "wiki"))
 TOP_K = 5
+MAX_ANSWER_WORDS = 40  # a longer final message scores 0 (section 3 says why)
 
 # ---------------------------------------------------------------------------------------------
 # 1. The corpus and a BM25 index
@@ -71,18 +74,42 @@ def slug(text: str) -> str:
     return "-".join(re.findall(r"[a-z0-9]+", fold(text)))
 
 
+FIX = ("The wiki is data/wiki/ in the course repository (`git checkout data/wiki` restores it; "
+       "`python data/wiki/check_wiki.py` checks an edited copy), or the folder named by WIKI_DATA_DIR.")
+
+
+def bad_sections(page: dict) -> str | None:
+    """What is wrong with a page's sections, or None."""
+    for section in page["sections"]:
+        if not (isinstance(section, dict) and all(isinstance(section.get(k), str) for k in ("section_id", "title", "text"))):
+            return f"page {page['page_id']!r}: each section must be an object with string section_id, title and text"
+    return None if page["sections"] else f"page {page['page_id']!r} has no sections"
+
+
 @lru_cache(maxsize=None)
 def load_pages() -> dict[str, dict]:
     """page_id -> {"page_id", "title", "sections": [{"section_id", "title", "text"}, ...]}"""
-    with open(DATA_DIR / "pages.jsonl", encoding="utf-8") as f:
-        pages = [json.loads(line) for line in f if line.strip()]
+    pages = read_jsonl(DATA_DIR / "pages.jsonl", {"page_id": str, "title": str, "sections": list}, FIX, bad_sections)
     return {page["page_id"]: page for page in pages}
 
 
-def load_questions() -> list[dict]:
-    """[{"id", "question", "answer", "page_id", "section_id"}, ...]"""
-    with open(DATA_DIR / "questions.jsonl", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+def load_questions(max_answer_words: int = MAX_ANSWER_WORDS) -> list[dict]:
+    """[{"id", "question", "answer", "page_id", "section_id"}, ...], each pointing at an existing
+    section, with an answer that a final message of at most `max_answer_words` words can match."""
+    pages = load_pages()
+
+    def unmatchable(question: dict) -> str | None:
+        page = pages.get(question["page_id"])
+        if page is None or question["section_id"] not in {s["section_id"] for s in page["sections"]}:
+            return f"question {question['id']}: there is no section {question['page_id']}/{question['section_id']} in pages.jsonl"
+        words = len(normalize(question["answer"]).split())
+        if not 0 < words <= max_answer_words:
+            return (f"question {question['id']}: answer {question['answer']!r:.40} can never match (it has {words} "
+                    f"words once normalized; a final message is judged on 1 to {max_answer_words} words)")
+        return None
+
+    fields = {"id": int, "question": str, "answer": str, "page_id": str, "section_id": str}
+    return read_jsonl(DATA_DIR / "questions.jsonl", fields, FIX, unmatchable)
 
 
 @lru_cache(maxsize=None)
@@ -217,8 +244,6 @@ def format_tool_error(error: Exception) -> str:
 # two skills at once. Substring rewards can be gamed by pasting a whole section, so the final
 # message must be short (at most MAX_ANSWER_WORDS words).
 
-MAX_ANSWER_WORDS = 40
-
 
 def normalize(text: str) -> str:
     text = re.sub(r"(?<=\d),(?=\d{3}\b)", "", fold(text))  # 384,400 -> 384400
@@ -282,7 +307,7 @@ def make_rubric(max_answer_words: int = MAX_ANSWER_WORDS) -> "vf.Rubric":
 
 def environment_kwargs(num_eval_examples: int = -1, seed: int = 0, max_answer_words: int = MAX_ANSWER_WORDS) -> dict:
     """What every wiki environment shares: data, system prompt, rubric."""
-    questions = load_questions()
+    questions = load_questions(max_answer_words)  # loads and checks pages.jsonl too: a bad wiki fails here
     eval_dataset = make_dataset(questions).shuffle(seed=seed)  # the file is ordered by page: mix topics
     if num_eval_examples > 0:
         eval_dataset = eval_dataset.select(range(min(num_eval_examples, len(eval_dataset))))
