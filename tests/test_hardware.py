@@ -46,6 +46,7 @@ def test_sft_and_grpo_configs_train_in_the_cards_precision(monkeypatch, capabili
 def test_servers_run_in_the_cards_precision(monkeypatch, capability, dtype):
     """Catches: `vllm serve` on a T4 with the model's bfloat16 (vLLM refuses it below 8.0)."""
     monkeypatch.setattr(serving, "cuda_capability", lambda: capability)
+    monkeypatch.setattr(serving, "find_program", lambda name: name)  # vLLM is not installed here
     command = serving.server_command(PROFILES["gpu"], "/models/m", 8000)
     assert command[:3] == ["vllm", "serve", "/models/m"] and command[command.index("--dtype") + 1] == dtype
 
@@ -54,12 +55,14 @@ def test_transformers_serve_on_a_gpu_batches_requests_on_cuda(monkeypatch):
     """The gpu profile without vLLM: the same server as on the CPU, on the GPU, serving concurrent
     requests together."""
     monkeypatch.setattr(serving, "cuda_capability", lambda: (7, 5))
+    monkeypatch.setattr(serving, "find_program", lambda name: name)
     command = " ".join(serving.server_command(PROFILES["cpu"], "/models/m", 8000))
     assert "transformers serve /models/m --device cuda --continuous-batching --dtype float16" in command
 
 
 def test_transformers_serve_on_the_cpu_is_unchanged(monkeypatch):
     monkeypatch.setattr(serving, "cuda_capability", lambda: None)
+    monkeypatch.setattr(serving, "find_program", lambda name: name)
     assert serving.server_command(PROFILES["cpu"], "/m", 8000) == [
         "transformers", "serve", "/m", "--device", "cpu", "--host", "127.0.0.1", "--port", "8000"]
 
