@@ -200,12 +200,10 @@ class LocalModel:
     name to put in requests), `.chat(...)`, `.stop()`, and `with LocalModel(path) as model:`.
     """
 
-    def __init__(self, model_path: str, max_batch_size: int = 64, threads: int | None = None):
+    def __init__(self, model_path: str, max_batch_size: int = 64):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        if threads:
-            torch.set_num_threads(threads)
         self.model = str(model_path)
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         # float32: CPUs without native bf16 run it many times slower
