@@ -176,9 +176,8 @@ def sample_batch(model, tokenizer, prompts: list[list[int]], sampling: dict, wit
         )
         scores = (model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True).tolist()
                   if with_logprobs else None)
-    results = []
+    results, eos = [], tokenizer.eos_token_id
     for i, sequence in enumerate(out.sequences[:, shared + width:].tolist()):
-        eos = tokenizer.eos_token_id
         length = sequence.index(eos) + 1 if eos in sequence else len(sequence)
         results.append((sequence[:length], scores[i][:length] if with_logprobs else []))
     return results
