@@ -80,7 +80,8 @@ class FuzzClient(OfflineClient):
         text = fuzz_text(self.rng, self.tags, str((state or {}).get("answer") or ""))
         if not self.tools or self.rng.random() < 0.3:
             return text
-        calls = [fuzz_call(self.rng, self.tools, text, f"call_{self.replies}_{i}") for i in range(self.rng.choice([1, 2, 5]))]
+        calls = [fuzz_call(self.rng, self.tools, text, f"call_{self.replies}_{i}")
+                 for i in range(self.rng.choice([1, 2, 5]))]
         return vf.ResponseMessage(content=self.rng.choice([None, "", text]), tool_calls=calls,
                                   finish_reason="tool_calls", is_truncated=False)
 
@@ -157,7 +158,8 @@ async def play_group(env, row, seeds, tags, tools, report: CheckReport) -> list[
     return rewards
 
 
-async def after_the_end(env, state: vf.State, tags: list[str], tools: dict[str, list[str]], report: CheckReport) -> None:
+async def after_the_end(env, state: vf.State, tags: list[str], tools: dict[str, list[str]],
+                        report: CheckReport) -> None:
     """Send one more reply (a tool call in a tool env) to a finished episode: nothing may change."""
     if isinstance(env, vf.SingleTurnEnv) or not state.get("is_completed"):
         return
@@ -207,7 +209,11 @@ def check_environment(env, replies: int = 2_000, seed: int = 0, group_size: int 
 
 
 if __name__ == "__main__":  # the full check of every course environment: python -m course_lib.check_environment
-    from course_lib.envs import double_check, reverse_text, tictactoe, wiki_search, wiki_session
+    import double_check
+    import reverse_text
+    import tictactoe
+    import wiki_search
+    from wiki_search import session as wiki_session
 
     for module in (reverse_text, double_check, tictactoe, wiki_search, wiki_session):
         print(f"\n{module.__name__}\n{check_environment(module.load_environment, replies=10_000)}", flush=True)

@@ -21,13 +21,12 @@ from pathlib import Path
 import pandas as pd
 import verifiers as vf
 
-from course_lib.envs.tictactoe import GAME_STATE_COLUMNS, TicTacToeEnv, load_environment
+from tictactoe import GAME_STATE_COLUMNS, MAX_TURNS, TicTacToeEnv, load_environment, outcome
 
 OPPONENTS = {"random": 1.0, "optimal": 0.0}  # opponent name -> random_move_prob
 EVAL_SEED = 0
-# The environment's default cap: a game needs at most 5 answers, 6 allows one or two retries.
-# A model that rambles without a move costs max_turns x max_tokens per game: most of the CPU time.
-EVAL_MAX_TURNS = 6
+# Games are capped at the environment's MAX_TURNS answers. A model that rambles without a move
+# costs max_turns x max_tokens per game: most of the CPU time.
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -64,7 +63,7 @@ def check_games_and_opponents(games, opponents) -> None:
                          f"(e.g. opponents=['random']), got {opponents!r}")
 
 
-def eval_environment(opponent: str, games: int, seed: int = EVAL_SEED, max_turns: int = EVAL_MAX_TURNS) -> TicTacToeEnv:
+def eval_environment(opponent: str, games: int, seed: int = EVAL_SEED, max_turns: int = MAX_TURNS) -> TicTacToeEnv:
     """The environment whose eval set is `games` games against `opponent`, the model starting
     in ceil(games/2) of them: the first rows of each kind from a seeded pool."""
     check_games_and_opponents(games, [opponent])
@@ -78,10 +77,6 @@ def eval_environment(opponent: str, games: int, seed: int = EVAL_SEED, max_turns
     assert len(first) + len(second) == games, "the pool is too small"
     env.eval_dataset = env.eval_dataset.select(sorted(first + second))
     return env
-
-
-def outcome(winner: str | None) -> str:
-    return {"X": "win", "O": "loss", "draw": "draw"}.get(winner, "unfinished")
 
 
 def game_rows(outputs: list[dict], player: str, opponent: str) -> list[dict]:
@@ -121,6 +116,11 @@ def summarize(games: pd.DataFrame) -> pd.DataFrame:
         row["errors"] = int(g["error"].notna().sum())
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def with_interval(row, key: str) -> str:
+    """A rate of a `summarize` row with its 95% interval, for tables: '62% [48%, 74%]'."""
+    return f"{row[key]:.0%} [{row[key + '_lo']:.0%}, {row[key + '_hi']:.0%}]"
 
 
 def mcnemar_p_value(only_first: int, only_second: int) -> float:
@@ -185,7 +185,7 @@ class EvalResult:
 async def evaluate_player(client: vf.Client, model: str, player: str, games: int, *,
                           sampling_args: dict | None = None, max_concurrent: int = 4,
                           opponents=tuple(OPPONENTS), seed: int = EVAL_SEED,
-                          max_turns: int = EVAL_MAX_TURNS, out_dir: Path | None = None) -> EvalResult:
+                          max_turns: int = MAX_TURNS, out_dir: Path | None = None) -> EvalResult:
     """Play `games` games against each opponent through the environment's `evaluate`."""
     check_games_and_opponents(games, opponents)
 
@@ -211,7 +211,7 @@ async def evaluate_player(client: vf.Client, model: str, player: str, games: int
 
 
 def saved_summary(path: Path, player: str, games: int, max_tokens_per_turn: int, seed: int = EVAL_SEED,
-                  max_turns: int = EVAL_MAX_TURNS) -> pd.DataFrame | None:
+                  max_turns: int = MAX_TURNS) -> pd.DataFrame | None:
     """`player`'s summary rows (both opponents) from a CSV an earlier notebook saved, if they come
     from the same games under the same budget; else None. Replaying them would only add noise."""
     path = Path(path)
@@ -224,7 +224,7 @@ def saved_summary(path: Path, player: str, games: int, max_tokens_per_turn: int,
 
 
 def saved_result(summary_path: Path, games_path: Path, player: str, games: int, max_tokens_per_turn: int,
-                 seed: int = EVAL_SEED, max_turns: int = EVAL_MAX_TURNS) -> EvalResult | None:
+                 seed: int = EVAL_SEED, max_turns: int = MAX_TURNS) -> EvalResult | None:
     """`saved_summary` plus the player's per-game rows from the games CSV saved next to it."""
     summary = saved_summary(summary_path, player, games, max_tokens_per_turn, seed=seed, max_turns=max_turns)
     if summary is None or not Path(games_path).is_file():

@@ -53,7 +53,7 @@ async def check_third_turn(env_class) -> None:
     """03: three answers, a different follow-up before the third, and a new @vf.stop that ends it."""
     from datasets import Dataset
 
-    from course_lib.envs import double_check
+    import double_check
     from course_lib.scripted_client import OfflineClient
 
     class Replies(OfflineClient):
@@ -83,7 +83,7 @@ async def check_third_turn(env_class) -> None:
 
 def check_word_count_tool(tool) -> None:
     """04: a tool that counts a section's words and answers a bad argument with a helpful error."""
-    from course_lib.envs import wiki_search
+    import wiki_search
 
     page = next(iter(wiki_search.load_pages().values()))
     section = page["sections"][0]
@@ -106,7 +106,7 @@ def check_word_count_tool(tool) -> None:
 
 def check_penalty_threshold(threshold: float) -> None:
     """05: the smallest penalty at which a win with one untagged answer scores below a clean draw."""
-    from course_lib.envs import tictactoe as ttt
+    import tictactoe as ttt
 
     def reward_before_penalty(state):
         return sum(w * f(state) for f, w in ttt.REWARD_WEIGHTS.items() if f is not ttt.any_invalid_move)

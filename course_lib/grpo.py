@@ -11,6 +11,7 @@ from pathlib import Path
 from course_lib import rollout_bridge
 from course_lib.hardware import cuda_capability, precision, training_dtype
 from course_lib.profiles import Profile
+from course_lib.sft import lora_config
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
 
@@ -66,14 +67,6 @@ def grpo_config(profile: Profile, output_dir: Path, reward_weights: list[float],
     return GRPOConfig(**settings)
 
 
-def lora_config(profile: Profile):
-    if not profile.grpo_use_lora:
-        return None
-    from peft import LoraConfig
-
-    return LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM")
-
-
 def build_grpo_trainer(profile: Profile, env, model_path: str, output_dir: Path, stats: dict | None = None,
                        callbacks=None, **config_overrides):
     """A GRPOTrainer whose rollouts are full episodes of `env` and whose rewards are its rubric's."""
@@ -91,21 +84,11 @@ def build_grpo_trainer(profile: Profile, env, model_path: str, output_dir: Path,
         reward_funcs=reward_functions,
         args=grpo_config(profile, output_dir, reward_weights, **config_overrides),
         train_dataset=rollout_bridge.trl_prompt_dataset(dataset),
-        peft_config=lora_config(profile),
+        peft_config=lora_config(profile.grpo_use_lora, rank=8),
         rollout_func=rollout_bridge.make_rollout_func(
             env, dataset, tokenizer, generate_batch, profile.grpo_max_tokens_per_turn, stats),
         callbacks=callbacks,
     )
-
-
-def save_final(trainer, path: Path) -> Path:
-    """Save a plain checkpoint that transformers serve and vLLM load (LoRA merged in)."""
-    model = trainer.model
-    if hasattr(model, "merge_and_unload"):
-        model = model.merge_and_unload()
-    model.save_pretrained(str(path))
-    trainer.processing_class.save_pretrained(str(path))
-    return Path(path)
 
 
 def final_checkpoint(profile: Profile) -> Path:
@@ -134,17 +117,18 @@ def training_stages(profile: Profile) -> dict[str, str]:
 
 def latest_checkpoint(output_dir: Path) -> str | None:
     """The newest checkpoint-N folder, to resume an interrupted run (None if there is none)."""
-    checkpoints = sorted(Path(output_dir).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-    return str(checkpoints[-1]) if checkpoints else None
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(str(output_dir)) if Path(output_dir).is_dir() else None
 
 
 def training_environment(profile: Profile, seed: int = 0):
     """The tic-tac-toe environment as GRPO sees it: opponent skill stratified over 0.2-0.7
     (the original course's first run), one skill bucket per prompt of a step, and at most 6
     answers per game (5 moves finish any game; more only burns tokens on invalid answers)."""
-    from course_lib.envs.tictactoe import load_environment
+    from tictactoe import MAX_TURNS, load_environment
 
     return load_environment(
         num_train_examples=profile.grpo_max_steps * profile.grpo_prompts_per_step,
         num_eval_examples=0, min_random_move_prob=0.2, max_random_move_prob=0.7,
-        num_groups=profile.grpo_prompts_per_step, max_turns=6, seed=seed)
+        num_groups=profile.grpo_prompts_per_step, max_turns=MAX_TURNS, seed=seed)

@@ -2,7 +2,7 @@
 
 The model plays X, exactly as in training and evaluation; you play O, the seat of the
 environment's scripted opponent. Nothing here writes a prompt or judges an answer: a `Game`
-drives a real `TicTacToeEnv` (`course_lib/envs/tictactoe.py`) turn by turn, the way its module
+drives a real `TicTacToeEnv` (`course_lib/envs/tictactoe/__init__.py`) turn by turn, the way its module
 docstring describes, so the model sees the same system prompt, the same boards and the same
 feedback ("Invalid move: ...", "You played 4. O played 0.", "Game over. ...") as during training.
 The only change is who picks O's cell: the environment asks its `opponent_cell(state)` method,
@@ -27,13 +27,18 @@ from typing import Callable
 
 import datasets
 
-from course_lib.envs.tictactoe import (
-    MODEL, OPPONENT, SYSTEM_PROMPT, board_to_text, first_user_message, load_environment,
-)
 from course_lib.rollout_bridge import run_coroutine
 from course_lib.scripted_client import ScriptedClient, read_board, scripted_answer
-from course_lib.tags import tag_contents
-from course_lib.tictactoe_game import is_over, new_board
+from tictactoe import (
+    MODEL,
+    OPPONENT,
+    SYSTEM_PROMPT,
+    board_to_text,
+    first_user_message,
+    load_environment,
+    tag_contents,
+)
+from tictactoe.game import is_over, new_board
 
 Answer = Callable[[list[dict]], str]  # the model: messages so far -> its next answer
 

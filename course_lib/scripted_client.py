@@ -1,7 +1,7 @@
 """Scripted tic-tac-toe players behind the same verifiers client interface as a model.
 
 `ScriptedClient("expert")` answers `<think>Empty cells: ... reason</think><move>N</move>` with the
-scripted expert of `course_lib.tictactoe_game`; `ScriptedClient("random")` answers `<move>N</move>`
+scripted expert of `tictactoe.game`; `ScriptedClient("random")` answers `<move>N</move>`
 with a uniformly random empty cell. Both read the board from the last user message, exactly
 what a model sees, so `env.evaluate(ScriptedClient("expert"), model="expert", ...)` runs the
 real environment end to end: the harness and the environment are checked against players
@@ -9,24 +9,29 @@ whose results we know (the expert never loses). Replies are seeded by the conver
 far, so a rerun plays the same games; the random player's also by the game (the row's seed), so
 that two games reaching the same position need not get the same answer. No tokens are generated,
 so no usage is reported.
+
+`wiki_expert_client()` plays the wiki-search environment the same way: a fixed search-view-read
+plan through the tools (no model), to test the tool mechanics and to compare models against.
 """
 
 import hashlib
+import json
 import random
 import re
 import time
 
 import verifiers as vf
 
-from course_lib.envs.tictactoe import message_text
-from course_lib.tictactoe_game import expert_move, is_over, legal_moves
+import wiki_search as wiki
+from tictactoe import message_text
+from tictactoe.game import expert_move, is_over, legal_moves
 
 PLAYERS = ("expert", "random")
 _ROW = re.compile(r"^ ?([XO0-8]) \| ([XO0-8]) \| ([XO0-8]) ?$", re.MULTILINE)
 
 
 def read_board(text: str) -> list | None:
-    """The last board drawn in `text` by tictactoe_game.render, or None if there is none."""
+    """The last board drawn in `text` by tictactoe.game.render, or None if there is none."""
     rows = _ROW.findall(text)
     if len(rows) < 3:
         return None
@@ -110,3 +115,52 @@ class ScriptedClient(OfflineClient):
         key = f"{self.seed}:{conversation}" if game is None else f"{self.seed}:{game}:{conversation}"
         digest = hashlib.sha256(key.encode()).hexdigest()
         return scripted_answer(board, self.policy, random.Random(digest))
+
+
+# ---------------------------------------------------------------- the wiki-search expert
+
+def wiki_expert_turn(messages: list, answer: str) -> dict:
+    """The wiki expert's next assistant message, a fixed plan: search_pages(question), view_sections of the
+    top hit, read_section on every section (parallel calls), then answer -- with the gold
+    answer if a section it read contains it, else "I could not find the answer". So it
+    is right exactly when the search put the right page first: it measures the tools."""
+    last_assistant = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
+    last_calls = [c["name"] if isinstance(c, dict) else c.name for c in (last_assistant or {}).get("tool_calls") or []]
+    results = []  # the tool results that answer the last assistant message
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            break
+        results.insert(0, message_text(message))
+
+    def call(name: str, **arguments) -> dict:
+        return {"name": name, "arguments": json.dumps(arguments)}
+
+    if last_assistant is None:
+        question = next(message_text(m) for m in reversed(messages) if m.get("role") == "user")
+        return {"content": None, "tool_calls": [call("search_pages", query=question)]}
+    hit = re.search(r"page_id: ([a-z0-9-]+)", results[0] if results else "")
+    if last_calls == ["search_pages"] and hit:
+        return {"content": None, "tool_calls": [call("view_sections", page_id=hit.group(1))]}
+    if last_calls == ["view_sections"] and hit:
+        section_ids = re.findall(r"^- ([a-z0-9-]+):", results[0], flags=re.M)
+        return {"content": None, "tool_calls": [call("read_section", page_id=hit.group(1), section_id=s)
+                                                 for s in section_ids]}
+    if last_calls and all(name == "read_section" for name in last_calls):
+        if any(f" {wiki.normalize(answer)} " in f" {wiki.normalize(text)} " for text in results):
+            return {"content": f"The answer is {answer}.", "tool_calls": None}
+    return {"content": "I could not find the answer.", "tool_calls": None}
+
+
+def wiki_expert_client(policy=wiki_expert_turn) -> "vf.Client":
+    """A verifiers client with no model behind it: each call returns `policy(messages, answer)`
+    as the assistant's message. Pass it to env.evaluate(client=..., model="scripted-expert")."""
+    class ScriptedExpert(OfflineClient):
+        def respond(self, prompt, **kwargs):
+            state = kwargs.get("state") or {}
+            turn = policy(prompt, state.get("answer", ""))
+            tool_calls = [vf.ToolCall(id=f"call_{len(prompt)}_{i}", **call)
+                          for i, call in enumerate(turn.get("tool_calls") or [])]
+            return vf.ResponseMessage(content=turn.get("content"), tool_calls=tool_calls or None,
+                                      finish_reason="tool_calls" if tool_calls else "stop", is_truncated=False)
+
+    return ScriptedExpert()

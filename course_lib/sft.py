@@ -20,14 +20,13 @@ import json
 from pathlib import Path
 
 from course_lib.data_files import read_jsonl
-from course_lib.envs.tictactoe import GAME_STATE_COLUMNS, load_environment
 from course_lib.hardware import cuda_capability, precision, release, training_dtype
 from course_lib.profiles import Profile, get_profile
+from tictactoe import GAME_STATE_COLUMNS, MAX_TURNS, load_environment, outcome
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "tictactoe_sft"
 GAMES_FILE = "games.jsonl"
 TEACHER_SEED = 0  # the environment's seed for the teacher's games ("train" split: never an evaluation game)
-TEACHER_MAX_TURNS = 6  # as in evaluation: 5 answers finish any game, one spare for a teacher's mistake
 MAX_LENGTH = 1024  # tokens per conversation; a whole game is 460-640 tokens with SmolLM2's tokenizer
 CPU_MICRO_BATCH = 2  # conversations per forward pass on CPU (memory); gradients accumulate to sft_batch_size
 
@@ -40,8 +39,7 @@ def teacher_environment(num_games: int, seed: int = TEACHER_SEED):
     `evaluate` plays the eval set, so we point it at the training rows: the teacher's games are
     drawn from the "train" split and never share a seed with the games of the evaluation harness.
     """
-    env = load_environment(num_train_examples=num_games, num_eval_examples=0, seed=seed,
-                           max_turns=TEACHER_MAX_TURNS)
+    env = load_environment(num_train_examples=num_games, num_eval_examples=0, seed=seed, max_turns=MAX_TURNS)
     env.eval_dataset = env.get_dataset()
     return env
 
@@ -84,10 +82,6 @@ def game_to_messages(output: dict) -> list[dict]:
     return messages[: last_answer + 1]
 
 
-def result_name(winner: str | None) -> str:
-    return {"X": "win", "O": "loss", "draw": "draw"}.get(winner, "unfinished")
-
-
 def build_dataset(outputs: list[dict], teacher: str) -> tuple[list[dict], dict[str, int]]:
     """SFT rows from the kept games, and how many games each filter dropped.
 
@@ -107,7 +101,7 @@ def build_dataset(outputs: list[dict], teacher: str) -> tuple[list[dict], dict[s
         rows.append({
             "messages": game_to_messages(output), "teacher": teacher, "example_id": output["example_id"],
             "game_seed": output["game_seed"], "model_starts": output["model_starts"],
-            "random_move_prob": output["random_move_prob"], "result": result_name(output["winner"]),
+            "random_move_prob": output["random_move_prob"], "result": outcome(output["winner"]),
             "model_turns": output["model_turns"],
             "moves": [cell for _, cell in output["moves"]],  # cells in play order, the first mover's first
         })
@@ -139,7 +133,7 @@ def load_dataset(directory: Path = DATA_DIR):
 def dataset_meta(teacher: str, outputs: list[dict], rows: list[dict], dropped: dict, seed: int = TEACHER_SEED) -> dict:
     """What data/README.md's data card reports, stored next to the games."""
     return {"teacher": teacher, "environment_seed": seed, "split": "train", "games_played": len(outputs),
-            "games_kept": len(rows), "dropped": dropped, "max_turns": TEACHER_MAX_TURNS,
+            "games_kept": len(rows), "dropped": dropped, "max_turns": MAX_TURNS,
             "command": "python -m course_lib.sft"}
 
 
@@ -218,12 +212,14 @@ def sft_config(profile: Profile, output_dir: Path, **overrides):
     return SFTConfig(**settings)
 
 
-def lora_config(profile: Profile):
-    if not profile.sft_use_lora:
+def lora_config(use_lora: bool, rank: int = 16):
+    """LoRA adapters on every linear layer (alpha = 2 x rank), or None: full fine-tuning. GRPO uses it too."""
+    if not use_lora:
         return None
     from peft import LoraConfig
 
-    return LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM")
+    return LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules="all-linear",
+                      task_type="CAUSAL_LM")
 
 
 def build_sft_trainer(profile: Profile, dataset, model_path: str, output_dir: Path, callbacks=None, **config_overrides):
@@ -236,18 +232,20 @@ def build_sft_trainer(profile: Profile, dataset, model_path: str, output_dir: Pa
     if template is not None:
         tokenizer.chat_template = template
     return SFTTrainer(
-        model=AutoModelForCausalLM.from_pretrained(model_path, dtype=training_dtype(cuda_capability(), profile.sft_use_lora)),
+        model=AutoModelForCausalLM.from_pretrained(
+            model_path, dtype=training_dtype(cuda_capability(), profile.sft_use_lora)),
         args=sft_config(profile, output_dir, **config_overrides),
         train_dataset=dataset.select_columns(["messages"]),
         processing_class=tokenizer,
-        peft_config=lora_config(profile),
+        peft_config=lora_config(profile.sft_use_lora),
         callbacks=callbacks,
     )
 
 
 def save_final(trainer, path: Path, base_model_path: str) -> Path:
-    """A plain checkpoint (LoRA merged) with the base model's tokenizer files and generation
-    settings: eos <|im_end|>, and do_sample=True so that a server samples (see models.py)."""
+    """A plain checkpoint that transformers serve and vLLM load (LoRA merged), with the tokenizer
+    files and generation settings of the model training started from: eos <|im_end|>, and
+    do_sample=True so that a server samples (see models.py). GRPO saves its model this way too."""
     from transformers import AutoTokenizer, GenerationConfig
 
     model = trainer.model

@@ -19,9 +19,9 @@ import argparse
 import json
 from pathlib import Path
 
-from course_lib.grpo import build_grpo_trainer, latest_checkpoint, save_final, training_environment
-from course_lib.sft import final_checkpoint
+from course_lib.grpo import build_grpo_trainer, latest_checkpoint, training_environment
 from course_lib.profiles import get_profile, output_dir
+from course_lib.sft import final_checkpoint, save_final
 
 
 def default_model(profile) -> str:
@@ -43,11 +43,11 @@ def main(argv: list[str] | None = None) -> None:
     profile = get_profile(args.profile)
     out = args.output_dir or output_dir(profile) / "grpo"
     overrides = {"max_steps": args.max_steps} if args.max_steps else {}
-    trainer = build_grpo_trainer(profile, training_environment(profile), args.model or default_model(profile),
-                                 out, **overrides)
+    model = args.model or default_model(profile)
+    trainer = build_grpo_trainer(profile, training_environment(profile), model, out, **overrides)
     trainer.train(resume_from_checkpoint=latest_checkpoint(out))
     if trainer.accelerator.is_main_process:
-        save_final(trainer, out / "final")
+        save_final(trainer, out / "final", model)
         (out / "log_history.json").write_text(json.dumps(trainer.state.log_history, indent=1))
 
 

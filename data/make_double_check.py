@@ -1,4 +1,4 @@
-"""Generate data/double_check.jsonl: arithmetic and short word problems with integer answers.
+"""Generate course_lib/envs/double_check/double_check.jsonl: arithmetic and short word problems with integer answers.
 
 Each row is {"id": int, "question": str, "answer": str}; the answer is an exact integer
 written as digits (with a leading "-" when negative). Every answer is computed by the code
@@ -18,7 +18,8 @@ import json
 import random
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent / "double_check.jsonl"
+# The file ships with the environment, in its folder.
+OUT = Path(__file__).resolve().parent.parent / "course_lib" / "envs" / "double_check" / "double_check.jsonl"
 N_EASY, N_TWO_STEP, N_WORD = 200, 125, 175
 
 NAMES = [

@@ -1,4 +1,4 @@
-"""Generate data/reverse_text.jsonl: short English paragraphs for the reverse-text task.
+"""Generate course_lib/envs/reverse_text/reverse_text.jsonl: short English paragraphs for the reverse-text task.
 
 Each row is {"id": int, "text": str}: one to three sentences, 60-350 characters,
 built from the small hand-written grammar and word lists below. No answers are
@@ -15,7 +15,8 @@ import json
 import random
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent / "reverse_text.jsonl"
+# The file ships with the environment, in its folder.
+OUT = Path(__file__).resolve().parent.parent / "course_lib" / "envs" / "reverse_text" / "reverse_text.jsonl"
 N_ROWS = 1000
 MIN_LEN, MAX_LEN = 60, 350
 

@@ -13,11 +13,13 @@ import time
 import pytest
 import verifiers as vf
 
-from course_lib.envs import double_check, reverse_text, tictactoe
+import double_check
+import reverse_text
+import tictactoe
 from course_lib.play import Game, IllegalMove, expert_answer
 from course_lib.scripted_client import ScriptedClient
-from course_lib.tags import LinearXMLParser, tag_contents
-from course_lib.tictactoe_game import new_board
+from tictactoe import LinearXMLParser, tag_contents
+from tictactoe.game import new_board
 
 
 def run(coro):

@@ -89,7 +89,7 @@ def test_the_course_environments_import_after_setup_without_a_restart(machine, c
     monkeypatch.delitem(sys.modules, "reverse_text", raising=False)
     assert importlib.util.find_spec("reverse_text") is None
     bootstrap.setup()
-    assert importlib.util.find_spec("reverse_text").origin == str(bootstrap.ENVS / "reverse_text.py")
+    assert importlib.util.find_spec("reverse_text").origin == str(bootstrap.ENVS / "reverse_text" / "__init__.py")
     import verifiers as vf
 
     assert vf.load_environment("reverse-text") is not None

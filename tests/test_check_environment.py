@@ -11,8 +11,12 @@ import pytest
 import verifiers as vf
 from datasets import Dataset
 
+import double_check
+import reverse_text
+import tictactoe
+import wiki_search
 from course_lib.check_environment import check_environment
-from course_lib.envs import double_check, reverse_text, tictactoe, wiki_search, wiki_session
+from wiki_search import session as wiki_session
 
 
 @pytest.mark.parametrize("module", [reverse_text, double_check, tictactoe, wiki_search, wiki_session],

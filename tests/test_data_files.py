@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+import double_check
+import reverse_text
+import wiki_search as wiki
 from course_lib import sft
-from course_lib.data_files import DataFileError
-from course_lib.envs import double_check, reverse_text
-from course_lib.envs import wiki_search as wiki
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+DataFileError = ValueError  # each environment (and course_lib.data_files) has its own subclass
 
 
 def edit_line(path: Path, number: int, edit) -> None:
@@ -53,24 +53,24 @@ def load_wiki(path, monkeypatch):
 @pytest.fixture
 def wiki_copy(tmp_path, monkeypatch):
     """A copy of the wiki in tmp_path; the cached corpus is cleared before and after."""
-    shutil.copytree(DATA / "wiki", tmp_path / "wiki")
+    shutil.copytree(wiki.DATA_DIR, tmp_path / "wiki", ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     yield tmp_path / "wiki"
     wiki.load_pages.cache_clear()
 
 
 LOADERS = {  # name -> (shipped file, a field of each row, load(path, monkeypatch))
-    "double_check": (DATA / "double_check.jsonl", "question", lambda path, mp: load_double_check(path)),
-    "reverse_text": (DATA / "reverse_text.jsonl", "text", lambda path, mp: load_reverse_text(path)),
-    "wiki pages": (DATA / "wiki" / "pages.jsonl", "sections", load_wiki),
-    "wiki questions": (DATA / "wiki" / "questions.jsonl", "id", load_wiki),
-    "sft games": (DATA / "tictactoe_sft" / "games.jsonl", "messages", lambda path, mp: sft.load_dataset(path.parent)),
+    "double_check": (double_check.DATA_FILE, "question", lambda path, mp: load_double_check(path)),
+    "reverse_text": (reverse_text.DATA_FILE, "text", lambda path, mp: load_reverse_text(path)),
+    "wiki pages": (wiki.DATA_DIR / "pages.jsonl", "sections", load_wiki),
+    "wiki questions": (wiki.DATA_DIR / "questions.jsonl", "id", load_wiki),
+    "sft games": (sft.DATA_DIR / sft.GAMES_FILE, "messages", lambda path, mp: sft.load_dataset(path.parent)),
 }
 
 
 def broken_copy(loader: str, tmp_path: Path, wiki_copy: Path) -> Path:
     """Where the loader's file is copied (the wiki's folder for a wiki file)."""
     original = LOADERS[loader][0]
-    path = (wiki_copy if original.parent.name == "wiki" else tmp_path) / original.name
+    path = (wiki_copy if original.parent == wiki.DATA_DIR else tmp_path) / original.name
     if not path.exists():
         shutil.copy(original, path)
     return path
@@ -87,7 +87,7 @@ def test_a_broken_line_is_named_with_its_file_and_fix(loader, fault, tmp_path, m
         load(path, monkeypatch)
     message = str(error.value)
     assert f"{path}, line 3: {expected.format(key=key)}" in message, message
-    assert "git checkout data/" in message  # what to do
+    assert "git checkout " in message  # what to do
 
 
 @pytest.mark.parametrize("loader", LOADERS)
@@ -103,10 +103,10 @@ def test_a_missing_or_empty_file_fails_at_load(loader, content, expected, tmp_pa
     assert str(error.value).startswith(f"{path}: ")
 
 
-@pytest.mark.parametrize("load, name", [(load_double_check, "double_check.jsonl"), (load_reverse_text, "reverse_text.jsonl")])
-def test_a_file_too_short_for_the_split_says_how_many_rows_it_has(load, name, tmp_path):
-    path = tmp_path / name
-    path.write_bytes((DATA / name).read_bytes().splitlines(keepends=True)[0])
+@pytest.mark.parametrize("load, env", [(load_double_check, double_check), (load_reverse_text, reverse_text)])
+def test_a_file_too_short_for_the_split_says_how_many_rows_it_has(load, env, tmp_path):
+    path = tmp_path / "data.jsonl"
+    path.write_bytes(env.DATA_FILE.read_bytes().splitlines(keepends=True)[0])
     with pytest.raises(DataFileError, match=r"1 rows, so num_eval_examples must be between 1 and 0 .*not 2"):
         load(path)
 
@@ -114,7 +114,7 @@ def test_a_file_too_short_for_the_split_says_how_many_rows_it_has(load, name, tm
 @pytest.mark.parametrize("answer", ["abc", "04", "+4", "4.0", " 4", "", "1,000"])
 def test_double_check_refuses_answers_no_reply_can_match(answer, tmp_path):
     path = tmp_path / "double_check.jsonl"
-    shutil.copy(DATA / "double_check.jsonl", path)
+    shutil.copy(double_check.DATA_FILE, path)
     edit_line(path, 2, lambda line: line.rsplit(b'"answer"', 1)[0] + b'"answer": "' + answer.encode() + b'"}\n')
     with pytest.raises(DataFileError, match=rf"line 2: answer '{re.escape(answer)}' can never match"):
         load_double_check(path)

@@ -10,7 +10,7 @@ import asyncio
 import pytest
 import verifiers as vf
 
-from course_lib.envs import double_check
+import double_check
 from course_lib.scripted_client import OfflineClient
 
 ENV = double_check.load_environment(num_eval_examples=20)
@@ -167,7 +167,8 @@ def test_splits_are_disjoint_and_seeded():
     train, evals = env.get_dataset(), env.get_eval_dataset()
     assert (len(train), len(evals)) == (40, 25)
     assert not set(train["question"]) & set(evals["question"])
-    assert double_check.load_environment(num_eval_examples=25, seed=3).get_eval_dataset()["question"] == evals["question"]
+    again = double_check.load_environment(num_eval_examples=25, seed=3)
+    assert again.get_eval_dataset()["question"] == evals["question"]
     assert evals[0]["prompt"][0] == {"role": "system", "content": double_check.SYSTEM_PROMPT}
 
 

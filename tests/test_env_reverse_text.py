@@ -11,7 +11,7 @@ import time
 import pytest
 import verifiers as vf
 
-from course_lib.envs import reverse_text
+import reverse_text
 from course_lib.scripted_client import OfflineClient
 
 ENV = reverse_text.load_environment(num_eval_examples=20)

@@ -1,4 +1,4 @@
-"""Tests for course_lib/envs/tictactoe.py: dataset, parser, transitions, rewards, turn-by-turn driving.
+"""Tests for course_lib/envs/tictactoe/__init__.py: dataset, parser, transitions, rewards, turn-by-turn driving.
 
 Games are driven two ways: through verifiers' own `rollout()` with a client that replays fixed
 answers, and turn by turn with the calling sequence the module docstring gives the TRL bridge.
@@ -13,11 +13,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib.envs.tictactoe import (
-    SYSTEM_PROMPT, MoveParser, board_to_text, load_environment, make_rows, opponent_rng,
-)
 from course_lib.scripted_client import ScriptedClient
-from course_lib.tictactoe_game import new_board, opponent_move, render
+from tictactoe import (
+    SYSTEM_PROMPT,
+    MoveParser,
+    board_to_text,
+    load_environment,
+    make_rows,
+    opponent_rng,
+)
+from tictactoe.game import new_board, opponent_move, render
 
 
 def run(coro):
@@ -85,7 +90,8 @@ def test_same_arguments_give_identical_datasets():
 
 def test_a_different_seed_gives_different_games_and_train_differs_from_eval():
     """Catches: the seed argument being ignored, or eval games copying training games."""
-    seeds = lambda rows: [r["info"]["seed"] for r in rows]
+    def seeds(rows):
+        return [r["info"]["seed"] for r in rows]
     assert seeds(make_rows(30, seed=0)) != seeds(make_rows(30, seed=1))
     assert not set(seeds(make_rows(200, seed=0))) & set(seeds(make_rows(200, seed=0, split="eval")))
 
@@ -329,4 +335,5 @@ def test_load_environment_by_id_after_install():
 
     env = vf.load_environment("tictactoe", num_train_examples=4, num_eval_examples=3)
     assert type(env).__name__ == "TicTacToeEnv" and env.max_turns == 6
-    assert env.get_eval_dataset()["info"] == load_environment(num_train_examples=4, num_eval_examples=3).get_eval_dataset()["info"]
+    direct = load_environment(num_train_examples=4, num_eval_examples=3)
+    assert env.get_eval_dataset()["info"] == direct.get_eval_dataset()["info"]

@@ -11,8 +11,10 @@ import time
 import psutil
 import pytest
 
-from course_lib.envs import wiki_search as wiki
-from course_lib.envs import wiki_session
+import wiki_search as wiki
+from course_lib.scripted_client import wiki_expert_client
+from wiki_search import mcp_env as wiki_mcp
+from wiki_search import session as wiki_session
 
 QUESTIONS = wiki.load_questions()
 PAGES = wiki.load_pages()
@@ -140,7 +142,7 @@ def test_tool_schemas_come_from_signatures_and_docstrings():
 def test_scripted_expert_solves_every_question_through_the_tool_env():
     """Catches: broken tool-call plumbing (ids, argument parsing, stop condition) or metrics."""
     env = wiki.load_environment()
-    outputs = evaluate(env, wiki.expert_client())
+    outputs = evaluate(env, wiki_expert_client())
     assert len(outputs) == len(QUESTIONS)
     for out in outputs:
         sections = len(PAGES[out["info"]["page_id"]]["sections"])
@@ -161,7 +163,7 @@ def test_a_bad_tool_call_does_not_end_the_rollout():
                 {"name": "view_sections", "arguments": '{"page_id": "bee"}'}]}
         return {"content": f"It is {answer}.", "tool_calls": None}
 
-    out = evaluate(wiki.load_environment(), wiki.expert_client(clumsy), num_examples=1)[0]
+    out = evaluate(wiki.load_environment(), wiki_expert_client(clumsy), num_examples=1)[0]
     results = [m["content"] for m in out["completion"] if m["role"] == "tool"]
     assert "no tool named 'open_page'" in results[0]
     assert "section_id" in results[1] and results[1].startswith("Error:")
@@ -175,7 +177,7 @@ def test_max_turns_stops_a_model_that_never_answers():
     def searcher(messages, answer):
         return {"content": None, "tool_calls": [{"name": "search_pages", "arguments": '{"query": "mars"}'}]}
 
-    out = evaluate(wiki.load_environment(max_turns=3), wiki.expert_client(searcher), num_examples=1)[0]
+    out = evaluate(wiki.load_environment(max_turns=3), wiki_expert_client(searcher), num_examples=1)[0]
     assert out["stop_condition"] == "max_turns_reached" and out["metrics"]["num_turns"] == 3.0
     assert out["reward"] == 0.0
 
@@ -209,7 +211,7 @@ def test_update_tool_args_injects_the_rollout_session_and_overrides_a_forged_one
 def test_session_records_what_each_rollout_opened():
     """Catches: state shared between rollouts, or the session not reaching the tool."""
     env = wiki_session.load_environment(num_eval_examples=6)
-    outputs = evaluate(env, wiki.expert_client(), state_columns=["session"])
+    outputs = evaluate(env, wiki_expert_client(), state_columns=["session"])
     for out in outputs:
         page_id = out["info"]["page_id"]
         assert out["session"]["opened"] == [f"{page_id}/{s['section_id']}" for s in PAGES[page_id]["sections"]]
@@ -224,8 +226,8 @@ def test_mcp_round_trip_and_no_server_left_behind():
     """Catches: the stdio server failing to start/import, tools missing over MCP, or the server
     process surviving the environment's teardown. Takes a few seconds (one Python start)."""
     start = time.monotonic()
-    env = wiki.load_mcp_environment(num_eval_examples=2)
-    servers = [p for p in psutil.Process().children(recursive=True) if "course_lib.wiki_mcp_server" in p.cmdline()]
+    env = wiki_mcp.load_environment(num_eval_examples=2)
+    servers = [p for p in psutil.Process().children(recursive=True) if "wiki_search.mcp_server" in p.cmdline()]
     assert len(servers) == 1
     try:
         assert sorted(tool.name for tool in env.tool_defs) == ["read_section", "search_pages", "view_sections"]
@@ -238,7 +240,7 @@ def test_mcp_round_trip_and_no_server_left_behind():
         found, missing = asyncio.run(calls())
         assert found["content"].startswith("1. Saturn (page_id: saturn)")
         assert missing["content"].startswith("Error: page 'saturn' has no section 'x'")
-        outputs = evaluate(env, wiki.expert_client())
+        outputs = evaluate(env, wiki_expert_client())
         assert [out["reward"] for out in outputs] == [1.0, 1.0]
         assert outputs[0]["metrics"]["read_section_calls"] >= 3  # per-tool metrics were added
     finally:
@@ -248,7 +250,7 @@ def test_mcp_round_trip_and_no_server_left_behind():
     print(f"MCP round trip: {time.monotonic() - start:.1f} s")
 
 
-@pytest.mark.parametrize("env_id, class_name", [("wiki-search", "ToolEnv"), ("wiki-session", "WikiSessionEnv")])
+@pytest.mark.parametrize("env_id, class_name", [("wiki-search", "ToolEnv"), ("wiki_search.session", "WikiSessionEnv")])
 def test_load_environment_by_id_after_install(env_id, class_name):
     """Catches: a packaging change that breaks `vf.load_environment(<id>)` (and vf-eval)."""
     import verifiers as vf

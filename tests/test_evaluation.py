@@ -12,12 +12,11 @@ from fractions import Fraction
 
 import pytest
 import verifiers as vf
-from openai import AsyncOpenAI
 
 import course_lib.evaluation as evaluation
 from course_lib.evaluation import eval_environment, evaluate_player, load_transcripts, wilson_interval
 from course_lib.scripted_client import ScriptedClient, read_board
-from course_lib.tictactoe_game import is_over, legal_moves, random_player_results, render
+from tictactoe.game import is_over, legal_moves, random_player_results, render
 
 
 def run(coro):
@@ -52,7 +51,8 @@ def test_wilson_interval_is_symmetric_contains_the_estimate_and_shrinks_with_n()
             lo, hi = wilson_interval(k, n)
             assert 0 <= lo <= k / n <= hi <= 1
             assert (lo, hi) == pytest.approx(tuple(1 - x for x in reversed(wilson_interval(n - k, n))))
-    width = lambda k, n: wilson_interval(k, n)[1] - wilson_interval(k, n)[0]
+    def width(k, n):
+        return wilson_interval(k, n)[1] - wilson_interval(k, n)[0]
     assert width(20, 40) < width(5, 10)
     assert wilson_interval(0, 0) == (0.0, 1.0)
 
@@ -102,7 +102,8 @@ def test_eval_environment_has_n_games_against_one_opponent_with_the_model_starti
             assert len(rows) == games
             assert sum(r["info"]["model_starts"] for r in rows) == (games + 1) // 2
             assert {r["info"]["random_move_prob"] for r in rows} == {prob}
-    rows = lambda **kwargs: eval_environment("random", 10, **kwargs).get_eval_dataset().to_list()
+    def rows(**kwargs):
+        return eval_environment("random", 10, **kwargs).get_eval_dataset().to_list()
     assert rows() == rows()
     assert rows(seed=1) != rows()
 
@@ -233,7 +234,8 @@ def test_saved_results_are_reused_only_for_the_same_player_games_and_budget(tmp_
         args = {"player": "expert (scripted)", **other_budget}
         assert evaluation.saved_result(tmp_path / "results.csv", tmp_path / "games.csv", **args) is None
     assert evaluation.saved_result(tmp_path / "results.csv", tmp_path / "games.csv", "nobody", 6, 56) is None
-    assert evaluation.saved_result(tmp_path / "results.csv", tmp_path / "absent.csv", "expert (scripted)", 6, 56) is None
+    absent = tmp_path / "absent.csv"
+    assert evaluation.saved_result(tmp_path / "results.csv", absent, "expert (scripted)", 6, 56) is None
 
 
 def test_wdl_plot_keeps_the_interval_whiskers_off_the_percentages(expert_result):
@@ -254,7 +256,8 @@ def test_wdl_plot_keeps_the_interval_whiskers_off_the_percentages(expert_result)
 # --- Argument checks ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("k, n, z", [(3, -5, 1.96), (-1, 4, 1.96), (5, 4, 1.96), (float("nan"), 10, 1.96),
-                                     (2.5, 4, 1.96), (1, 4, 0), (1, 4, -1.96), (1, 4, float("nan")), (1, 4, float("inf"))])
+                                     (2.5, 4, 1.96), (1, 4, 0), (1, 4, -1.96), (1, 4, float("nan")),
+                                     (1, 4, float("inf"))])
 def test_wilson_interval_refuses_impossible_counts_and_z(k, n, z):
     """Catches: wilson_interval(3, -5) = (0.0, -0.187), (nan, 10) = (0, 1) and a zero-width interval at z <= 0."""
     with pytest.raises(ValueError):

@@ -25,7 +25,7 @@ def wrong_triple_check_env():
     """Adds a third-turn stop but keeps the inherited @vf.stop answered_twice: stops after two answers."""
     import verifiers as vf
 
-    from course_lib.envs import double_check
+    import double_check
 
     class Wrong(double_check.DoubleCheckEnv):
         @vf.stop
@@ -36,7 +36,7 @@ def wrong_triple_check_env():
 
 
 def wrong_count_words(page_id, section_id):
-    from course_lib.envs import wiki_search
+    import wiki_search
 
     page = wiki_search.find_page(page_id)  # raises TypeError on an unknown page: page is None
     return str(len({s["section_id"]: s for s in page["sections"]}[section_id]["text"].split()))

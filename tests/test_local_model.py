@@ -104,7 +104,7 @@ def test_a_turn_cut_at_max_tokens_is_closed_and_reported_as_truncated(tokenizer)
 def test_the_embedded_model_plays_tictactoe_games_in_batches_and_samples():
     """Real model, real environment: several games at once go through one batch, and two rollouts
     of the same game can differ (sampling is on)."""
-    from course_lib.envs.tictactoe import load_environment
+    from tictactoe import load_environment
 
     env = load_environment(num_train_examples=0, num_eval_examples=1, max_turns=1)
     with LocalModel(embedded_checkpoint()) as model:
@@ -121,8 +121,8 @@ def test_the_embedded_model_plays_tictactoe_games_in_batches_and_samples():
 def test_the_shared_prefix_cache_changes_no_token():
     """Catches: a wrong position, mask or cache when the batch reuses the system prompt's KV cache
     (prompts of different lengths, padded between the shared prefix and the rest)."""
-    from course_lib.envs.tictactoe import load_environment
     from course_lib.local_model import sample_batch, shared_prefix
+    from tictactoe import load_environment
 
     model = LocalModel(embedded_checkpoint())
     tokenizer = model.tokenizer

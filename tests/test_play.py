@@ -8,14 +8,19 @@ import asyncio
 
 import pytest
 
-from course_lib.envs import tictactoe
-from course_lib.envs.tictactoe import load_environment, opponent_rng
 from course_lib.play import (
-    MODEL_STARTS, YOU_START, Game, IllegalMove, PlayWidget, expert_answer, play_scripted, random_human,
+    MODEL_STARTS,
+    YOU_START,
+    Game,
+    IllegalMove,
+    PlayWidget,
+    expert_answer,
+    play_scripted,
+    random_human,
 )
 from course_lib.scripted_client import ScriptedClient, read_board
-from course_lib.tictactoe_game import is_over, opponent_move, winner
-
+from tictactoe import load_environment, opponent_rng
+from tictactoe.game import is_over, opponent_move, winner
 
 
 def scripted_model(seed: int, invalid_on: tuple[int, ...] = ()) -> callable:

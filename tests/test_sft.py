@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from course_lib import sft
-from course_lib.envs.tictactoe import MoveParser
 from course_lib.profiles import PROFILES, get_profile
 from course_lib.scripted_client import ScriptedClient, read_board
-from course_lib.tictactoe_game import WIN_LINES
+from tictactoe import MoveParser
+from tictactoe.game import WIN_LINES
 
 EXPECTED_KEYS = {"messages", "teacher", "example_id", "game_seed", "model_starts", "random_move_prob",
                  "result", "model_turns", "moves"}
@@ -193,8 +193,9 @@ def test_training_template_renders_exactly_like_the_models_own():
         for cut in (len(messages), 2):
             for generation_prompt in (False, True):
                 kwargs = dict(tokenize=False, add_generation_prompt=generation_prompt)
-                assert (tok.apply_chat_template(messages[:cut], chat_template=sft.SMOLLM2_TRAINING_CHAT_TEMPLATE, **kwargs)
-                        == tok.apply_chat_template(messages[:cut], **kwargs))
+                training = tok.apply_chat_template(messages[:cut], chat_template=sft.SMOLLM2_TRAINING_CHAT_TEMPLATE,
+                                                   **kwargs)
+                assert training == tok.apply_chat_template(messages[:cut], **kwargs)
 
 
 # --- Training (smoke profile) ----------------------------------------------------------------
@@ -270,5 +271,5 @@ def test_sft_config_fits_the_profile():
     assert config.use_cpu and not config.bf16 and config.assistant_only_loss
     assert config.per_device_train_batch_size * config.gradient_accumulation_steps == profile.sft_batch_size
     assert config.learning_rate == profile.sft_learning_rate and config.num_train_epochs == profile.sft_epochs
-    assert sft.lora_config(profile) is None
-    assert sft.lora_config(PROFILES["gpu"]) is not None and sft.lora_config(PROFILES["full"]) is not None
+    assert sft.lora_config(profile.sft_use_lora) is None
+    assert all(sft.lora_config(PROFILES[name].sft_use_lora) is not None for name in ("gpu", "full"))

@@ -1,4 +1,4 @@
-"""Tests for course_lib.tictactoe_game: rules, exhaustive optimality, fair randomness, the expert.
+"""Tests for tictactoe.game: rules, exhaustive optimality, fair randomness, the expert.
 
 The game is small enough (about 5,500 positions per starting player) to check every reachable
 position, so the optimality tests are proofs rather than samples.
@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import pytest
 
-from course_lib.tictactoe_game import (
+from tictactoe.game import (
     WIN_LINES,
     best_moves,
     expert_move,
@@ -306,7 +306,8 @@ def test_random_player_results_match_the_known_random_vs_random_values():
 
 
 def test_random_player_results_against_the_optimal_opponent_agree_with_simulation():
-    """A uniformly random X against opponent_move(0.0), simulated: the exact draw rates must fall in the samples' range."""
+    """A uniformly random X against opponent_move(0.0), simulated: the exact draw rates must fall
+    in the samples' range."""
     rng = random.Random(0)
     for x_starts in (True, False):
         exact = random_player_results(0, x_starts)

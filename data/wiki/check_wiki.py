@@ -1,6 +1,6 @@
 """Validate the tiny wiki used by the tool-calling (wiki search) environment.
 
-Checks data/wiki/pages.jsonl and data/wiki/questions.jsonl: field names and types, unique
+Checks pages.jsonl and questions.jsonl in course_lib/envs/wiki_search/: field names and types, unique
 ids, slug-shaped ids, 3-5 sections per page starting with "overview", 2-5 sentences per
 section, and that every question points at an existing page and section whose text
 contains the answer (case-insensitive). Standard library only. Run with:
@@ -13,7 +13,8 @@ import re
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+# The wiki ships with its environment.
+HERE = Path(__file__).resolve().parents[2] / "course_lib" / "envs" / "wiki_search"
 SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 # a sentence ends with . ! or ? (optionally followed by a closing quote) before a space or the end;
 # "Mr." and decimal points such as "5.5" are not sentence ends

@@ -1,8 +1,10 @@
 """Tic-tac-toe as a verifiers multi-turn environment: the model plays X against a seeded O.
 
 Read top to bottom: system prompt, dataset, parser, environment, rubric, `load_environment`.
-The rules, the minimax opponent and the renderer come from `course_lib.tictactoe_game`
-(pure Python); this file only turns them into prompts, turns and rewards.
+The rules, the minimax opponent and the renderer come from `game.py` next to this file (pure
+Python, no third-party imports; the rest of the course imports it as `tictactoe.game`); this
+file only turns them into prompts, turns and rewards. The folder tictactoe/ is self-contained
+(it imports only verifiers, datasets and the standard library): copy it and change the game.
 
 One game = one dataset row. Its `info` holds everything that decides the game besides the
 model: `seed` (an integer), `model_starts` (derived from the seed), `random_move_prob` (the
@@ -54,16 +56,17 @@ order when training (no dataset shuffling): difficulty is stratified by position
 
 import random
 import re
+from types import SimpleNamespace
 
 import verifiers as vf
 from datasets import Dataset
 
-from course_lib.tags import LinearXMLParser
-from course_lib.tictactoe_game import is_full, is_over, opponent_move, render, winner
+from .game import is_full, is_over, opponent_move, render, winner
 
 # --- Prompt ------------------------------------------------------------------------------
 
 MODEL, OPPONENT = "X", "O"
+MAX_TURNS = 6  # answers per game: 5 moves finish any game, one or two spare for invalid answers
 
 SYSTEM_PROMPT = f"""You are playing tic-tac-toe as X against an opponent who plays O.
 The cells are numbered 0 to 8, row by row:
@@ -145,6 +148,35 @@ def make_rows(num_examples: int, seed: int, min_random_move_prob: float = 0.0,
 
 # --- Parser ------------------------------------------------------------------------------
 
+def tag_contents(text: str, tag: str) -> list[str]:
+    """The contents of every <tag>...</tag> in `text`, in order: what re.findall(r"<tag>(.*?)</tag>",
+    text, re.DOTALL) returns, in linear time. That regex (and verifiers' XMLParser's) backtracks on
+    replies that repeat an unclosed tag, and a model can write such replies: scoring must not stall."""
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    contents, position = [], 0
+    while (start := text.find(opening, position)) != -1:
+        end = text.find(closing, start + len(opening))
+        if end == -1:
+            break
+        contents.append(text[start + len(opening):end])
+        position = end + len(closing)
+    return contents
+
+
+class LinearXMLParser(vf.XMLParser):
+    """verifiers' XMLParser with the same answers from `parse`, in linear time (see tag_contents).
+
+    Each field gets the first (or with last=True the last) <tag>...</tag> content, stripped, or None."""
+
+    def parse(self, text: str, strip: bool = True, last: bool = False) -> SimpleNamespace:
+        results = {}
+        for _, alternatives in self._fields:
+            for tag in alternatives:
+                contents = tag_contents(text, tag)
+                results[tag] = (contents[-1] if last else contents[0]).strip() if contents else None
+        return SimpleNamespace(**results)
+
+
 # Well formed: optional <think>...</think>, then one <move>N</move> with a plain integer, nothing else.
 _TAG = r"</?(?:think|move)>"
 WELL_FORMED = re.compile(
@@ -155,7 +187,7 @@ INTEGER = re.compile(r"[+-]?[0-9]+")
 class MoveParser(LinearXMLParser):
     """Reads <move>N</move> (the last one, if several) and says what is wrong with an answer.
 
-    Any text is judged in linear time and never raises (course_lib/tags.py says why that needs care)."""
+    Any text is judged in linear time and never raises (tag_contents says why that needs care)."""
 
     def __init__(self):
         super().__init__(fields=["move"], answer_field="move")
@@ -279,6 +311,11 @@ class TicTacToeEnv(vf.MultiTurnEnv):
 # --- Rubric ------------------------------------------------------------------------------
 # Every function reads the game keys of `state` only, so scoring needs no text parsing.
 
+def outcome(winner: str | None) -> str:
+    """A game's result from the model's side, from state["winner"]."""
+    return {MODEL: "win", OPPONENT: "loss", "draw": "draw"}.get(winner, "unfinished")
+
+
 def win_reward(state) -> float:
     return {MODEL: 1.0, "draw": 0.5}.get(state["winner"], 0.0)
 
@@ -329,9 +366,9 @@ def make_rubric(parser: MoveParser) -> vf.Rubric:
 
 def load_environment(num_train_examples: int = 1000, num_eval_examples: int = 100,
                      min_random_move_prob: float = 0.0, max_random_move_prob: float = 1.0,
-                     num_groups: int = 10, max_turns: int = 6, seed: int = 0, **kwargs) -> TicTacToeEnv:
-    """The tic-tac-toe environment. `max_turns` caps the model's answers: a game needs at most 5,
-    so 6 leaves one or two retries after invalid answers (each answer costs up to max_tokens)."""
+                     num_groups: int = 10, max_turns: int = MAX_TURNS, seed: int = 0, **kwargs) -> TicTacToeEnv:
+    """The tic-tac-toe environment. `max_turns` caps the model's answers (each answer costs up to
+    max_tokens): a game needs at most 5, so MAX_TURNS leaves one or two retries after invalid answers."""
     settings = dict(seed=seed, min_random_move_prob=min_random_move_prob,
                     max_random_move_prob=max_random_move_prob, num_groups=num_groups)
     train = make_rows(num_train_examples, split="train", **settings)

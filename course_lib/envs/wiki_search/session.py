@@ -1,5 +1,8 @@
 """Wiki search with a per-rollout session: hidden tool arguments in a vf.StatefulToolEnv.
 
+    import verifiers as vf
+    env = vf.load_environment("wiki_search.session")
+
 Some tool arguments should come from the environment, not from the model: a sandbox id, a
 database handle, a user's account, or (here) the rollout's own scratch space. The model must
 not see them in the tool schema (it could not fill them correctly, and it must not be able to
@@ -16,7 +19,7 @@ section that holds the answer (`read_gold_section`)?
 
 import verifiers as vf
 
-from course_lib.envs import wiki_search as wiki
+import wiki_search as wiki
 
 HIDDEN_ARG = "session"
 SYSTEM_PROMPT = wiki.SYSTEM_PROMPT.replace(

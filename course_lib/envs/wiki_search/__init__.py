@@ -1,7 +1,7 @@
 """Wiki search: a tool-calling environment over the course's tiny wiki.
 
 The model answers a factual question ("What are male honeybees called?") by calling three
-tools on a small offline wiki (data/wiki/pages.jsonl, 27 pages written for the course):
+tools on a small offline wiki (pages.jsonl next to this file, 27 pages written for the course):
 
     search_pages(query)                 -> the 5 best-matching pages, with their page ids
     view_sections(page_id)              -> the sections of one page
@@ -15,14 +15,13 @@ and then replying with a short answer. Reading top to bottom:
    error string that tells the model what to do next (a rollout should not crash because a
    model typed a wrong page id; reading the error and recovering is part of the skill);
 3. the reward: is the gold answer in the model's final, short message?
-4. `load_environment()`: dataset + rubric + `vf.ToolEnv`; verifiers adds the tool metrics;
-5. `load_mcp_environment()`: the same tools served by a local MCP server over stdio
-   (course_lib/wiki_mcp_server.py) and used through `vf.MCPEnv`;
-6. a scripted expert (no model) that plays the environment through a verifiers client, to
-   test the tool mechanics and to compare models against.
+4. `load_environment()`: dataset + rubric + `vf.ToolEnv`; verifiers adds the tool metrics.
 
-verifiers is only touched inside functions, so the MCP server, which imports the tools from
-this file, starts without loading verifiers (several seconds on a small CPU).
+The folder wiki_search/ is self-contained (it imports only verifiers, datasets and the standard
+library) and holds two variants of the same environment, on the same tools, data and reward:
+`wiki_search.session` (hidden per-rollout tool arguments, vf.StatefulToolEnv) and
+`wiki_search.mcp` (the tools behind a local MCP server, vf.MCPEnv). The MCP server imports the
+tools from this file, and starts faster because verifiers' classes load lazily.
 """
 
 import difflib
@@ -30,21 +29,66 @@ import json
 import math
 import os
 import re
-import sys
 import unicodedata
 from collections import Counter
-from contextlib import contextmanager
-from functools import lru_cache, partial
+from functools import lru_cache
+from importlib.resources import files
 from pathlib import Path
 
-import verifiers as vf  # cheap: the classes load lazily on first use
+import verifiers as vf  # cheap: the classes load lazily on first use (the MCP server never uses them)
 
-from course_lib.data_files import read_jsonl
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DATA_DIR = Path(os.environ.get("WIKI_DATA_DIR", REPO_ROOT / "data" / "wiki"))
+# The wiki is read as package resources, so it is found in a clone, a copy or an installed wheel.
+DATA_DIR = Path(os.environ.get("WIKI_DATA_DIR", str(files(__name__))))
 TOP_K = 5
 MAX_ANSWER_WORDS = 40  # a longer final message scores 0 (section 3 says why)
+
+# ---------------------------------------------------------------- reading the data file
+# A bad data file stops load_environment() with a message naming the file, the line and the fix,
+# not a bare KeyError in a reward function later. (The same reader is in each course environment,
+# so that each one can be copied alone.)
+
+class DataFileError(ValueError):
+    """A data file cannot be used; the message names the file (and line) and says what to do."""
+
+    def __init__(self, where: str, problem: str, fix: str):
+        super().__init__(f"{where}: {problem}. {fix}")
+
+
+def read_jsonl(path: Path, fields: dict, fix: str, check=lambda row: None) -> list[dict]:
+    """The rows of `path`, one JSON object per non-blank line, each with `fields` (name -> type),
+    each accepted by `check(row)` (which returns what is wrong, or None). Raises DataFileError."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataFileError(str(path), "file not found", fix)
+    rows = []
+    for number, raw in enumerate(path.read_bytes().splitlines(), 1):  # bytes: a bad byte is reported with its line
+        where = f"{path}, line {number}"
+        try:
+            row = json.loads(raw.decode("utf-8")) if raw.strip() else None
+        except UnicodeDecodeError as error:
+            raise DataFileError(where, f"byte {raw[error.start:error.start + 1]!r} at column {error.start + 1} "
+                                "is not UTF-8 (save the file as UTF-8)", fix) from None
+        except json.JSONDecodeError as error:
+            raise DataFileError(where, f"not valid JSON at column {error.colno} ({error.msg}); each line "
+                                "must be one complete JSON object (a truncated or hand-edited line?)", fix) from None
+        if row is None:
+            continue
+        if not isinstance(row, dict):
+            raise DataFileError(where, f"a JSON {type(row).__name__}, not an object with {', '.join(fields)}", fix)
+        for name, kind in fields.items():
+            if name not in row:
+                raise DataFileError(where, f"field {name!r} is missing (every row needs {', '.join(fields)})", fix)
+            if not isinstance(row[name], kind) or (isinstance(row[name], bool) and kind is int):
+                raise DataFileError(where, f"field {name!r} is {row[name]!r:.60}, a {type(row[name]).__name__}; "
+                                    f"it must be a {kind.__name__}", fix)
+        problem = check(row)
+        if problem:
+            raise DataFileError(where, problem, fix)
+        rows.append(row)
+    if not rows:
+        raise DataFileError(str(path), "the file has no rows", fix)
+    return rows
+
 
 # ---------------------------------------------------------------------------------------------
 # 1. The corpus and a BM25 index
@@ -74,14 +118,16 @@ def slug(text: str) -> str:
     return "-".join(re.findall(r"[a-z0-9]+", fold(text)))
 
 
-FIX = ("The wiki is data/wiki/ in the course repository (`git checkout data/wiki` restores it; "
-       "`python data/wiki/check_wiki.py` checks an edited copy), or the folder named by WIKI_DATA_DIR.")
+FIX = ("The wiki is pages.jsonl and questions.jsonl in the wiki_search/ folder (in the course repository, "
+       "`git checkout course_lib/envs/wiki_search` restores them and `python data/wiki/check_wiki.py` checks "
+       "an edited copy), or in the folder named by WIKI_DATA_DIR.")
 
 
 def bad_sections(page: dict) -> str | None:
     """What is wrong with a page's sections, or None."""
     for section in page["sections"]:
-        if not (isinstance(section, dict) and all(isinstance(section.get(k), str) for k in ("section_id", "title", "text"))):
+        fields = ("section_id", "title", "text")
+        if not (isinstance(section, dict) and all(isinstance(section.get(k), str) for k in fields)):
             return f"page {page['page_id']!r}: each section must be an object with string section_id, title and text"
     return None if page["sections"] else f"page {page['page_id']!r} has no sections"
 
@@ -101,7 +147,8 @@ def load_questions(max_answer_words: int = MAX_ANSWER_WORDS) -> list[dict]:
     def unmatchable(question: dict) -> str | None:
         page = pages.get(question["page_id"])
         if page is None or question["section_id"] not in {s["section_id"] for s in page["sections"]}:
-            return f"question {question['id']}: there is no section {question['page_id']}/{question['section_id']} in pages.jsonl"
+            where = f"{question['page_id']}/{question['section_id']}"
+            return f"question {question['id']}: there is no section {where} in pages.jsonl"
         words = len(normalize(question["answer"]).split())
         if not 0 < words <= max_answer_words:
             return (f"question {question['id']}: answer {question['answer']!r:.40} can never match (it has {words} "
@@ -250,21 +297,14 @@ def normalize(text: str) -> str:
     return " ".join(re.findall(r"[a-z0-9]+", text))
 
 
-def message_text(message) -> str:
-    content = message.get("content") if message is not None else None
-    if isinstance(content, list):  # content parts
-        return " ".join(str(part.get("text", "")) for part in content if part.get("type") == "text")
-    return content or ""
-
-
 def final_answer(completion) -> str:
     """The text of the last message if it is an assistant message that calls no tool, else ''."""
     if not isinstance(completion, list) or not completion:
-        return message_text({"content": completion}) if isinstance(completion, str) else ""
+        return completion if isinstance(completion, str) else ""
     last = completion[-1]
     if last.get("role") != "assistant" or last.get("tool_calls"):
         return ""
-    return message_text(last)
+    return vf.Parser().parse_answer(completion) or ""  # the last assistant message's text
 
 
 def correct_answer(completion, answer: str, max_words: int = MAX_ANSWER_WORDS, **kwargs) -> float:
@@ -288,7 +328,7 @@ with a short final answer (one sentence) and no tool call."""
 
 
 def make_dataset(questions: list[dict]):
-    from datasets import Dataset
+    from datasets import Dataset  # here, not at the top: the MCP server imports this file and must start fast
 
     return Dataset.from_list([
         {"question": q["question"], "answer": q["answer"],
@@ -322,100 +362,3 @@ def load_environment(max_turns: int = 8, num_eval_examples: int = -1, seed: int 
     verifiers, num_turns, total_tool_calls and one `<tool>_calls` count per tool."""
     return vf.ToolEnv(tools=list(TOOLS), max_turns=max_turns,
                       **environment_kwargs(num_eval_examples, seed, max_answer_words), **kwargs)
-
-
-# ---------------------------------------------------------------------------------------------
-# 5. The same tools over MCP (Model Context Protocol)
-# ---------------------------------------------------------------------------------------------
-
-
-def mcp_server_config() -> dict:
-    """How vf.MCPEnv starts the course's wiki MCP server: a local process speaking MCP over
-    stdin/stdout (no network). PYTHONPATH lets it import course_lib even when not installed."""
-    return {"name": "wiki", "command": sys.executable, "args": ["-m", "course_lib.wiki_mcp_server"],
-            "env": {"PYTHONPATH": str(REPO_ROOT)}, "description": "The course's tiny wiki"}
-
-
-@contextmanager
-def server_stderr_with_a_file_descriptor():
-    """verifiers starts MCP servers with mcp's `stdio_client`, whose `errlog` (the server's
-    stderr) defaults to `sys.stderr` as it was when mcp was imported. In Jupyter that is the
-    kernel's output stream, which has no file descriptor, and starting the server fails with
-    `UnsupportedOperation: fileno`. While the environment connects, give it Python's own stderr."""
-    from verifiers.legacy.envs.experimental import mcp_env
-
-    original = mcp_env.stdio_client
-    mcp_env.stdio_client = partial(original, errlog=sys.__stderr__)
-    try:
-        yield
-    finally:
-        mcp_env.stdio_client = original
-
-
-def load_mcp_environment(max_turns: int = 8, num_eval_examples: int = -1, seed: int = 0,
-                         max_answer_words: int = MAX_ANSWER_WORDS, **kwargs) -> "vf.MCPEnv":
-    """The wiki environment with its tools behind an MCP server. Building it starts the server
-    (verifiers 0.3.1 connects in __init__); stop it with `await env.teardown_mcp_servers()`
-    (verifiers otherwise only stops it when Python exits)."""
-    with server_stderr_with_a_file_descriptor():
-        env = vf.MCPEnv(mcp_servers=[mcp_server_config()], max_turns=max_turns,
-                        **environment_kwargs(num_eval_examples, seed, max_answer_words), **kwargs)
-    # MCPEnv learns its tools after ToolEnv.__init__ built the tool metrics, so it only counts
-    # total_tool_calls; add the per-tool counts that vf.ToolEnv has.
-    for name in env.tool_map:
-        env.tool_monitor_rubric.add_tool_metric(name)
-    return env
-
-
-# ---------------------------------------------------------------------------------------------
-# 6. A scripted expert (no model): search -> view sections -> read them all -> answer
-# ---------------------------------------------------------------------------------------------
-
-
-def expert_turn(messages: list, answer: str) -> dict:
-    """The next assistant message of a fixed plan: search_pages(question), view_sections of the
-    top hit, read_section on every section (parallel calls), then answer -- with the gold
-    answer if a section it read contains it, else "I could not find the answer". So it
-    is right exactly when the search put the right page first: it measures the tools."""
-    last_assistant = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
-    last_calls = [c["name"] if isinstance(c, dict) else c.name for c in (last_assistant or {}).get("tool_calls") or []]
-    results = []  # the tool results that answer the last assistant message
-    for message in reversed(messages):
-        if message.get("role") != "tool":
-            break
-        results.insert(0, message_text(message))
-
-    def call(name: str, **arguments) -> dict:
-        return {"name": name, "arguments": json.dumps(arguments)}
-
-    if last_assistant is None:
-        question = next(message_text(m) for m in reversed(messages) if m.get("role") == "user")
-        return {"content": None, "tool_calls": [call("search_pages", query=question)]}
-    hit = re.search(r"page_id: ([a-z0-9-]+)", results[0] if results else "")
-    if last_calls == ["search_pages"] and hit:
-        return {"content": None, "tool_calls": [call("view_sections", page_id=hit.group(1))]}
-    if last_calls == ["view_sections"] and hit:
-        section_ids = re.findall(r"^- ([a-z0-9-]+):", results[0], flags=re.M)
-        return {"content": None, "tool_calls": [call("read_section", page_id=hit.group(1), section_id=s)
-                                                 for s in section_ids]}
-    if last_calls and all(name == "read_section" for name in last_calls):
-        if any(f" {normalize(answer)} " in f" {normalize(text)} " for text in results):
-            return {"content": f"The answer is {answer}.", "tool_calls": None}
-    return {"content": "I could not find the answer.", "tool_calls": None}
-
-
-def expert_client(policy=expert_turn) -> "vf.Client":
-    """A verifiers client with no model behind it: each call returns `policy(messages, answer)`
-    as the assistant's message. Pass it to env.evaluate(client=..., model="scripted-expert")."""
-    from course_lib.scripted_client import OfflineClient
-
-    class ScriptedExpert(OfflineClient):
-        def respond(self, prompt, **kwargs):
-            state = kwargs.get("state") or {}
-            turn = policy(prompt, state.get("answer", ""))
-            tool_calls = [vf.ToolCall(id=f"call_{len(prompt)}_{i}", **call)
-                          for i, call in enumerate(turn.get("tool_calls") or [])]
-            return vf.ResponseMessage(content=turn.get("content"), tool_calls=tool_calls or None,
-                                      finish_reason="tool_calls" if tool_calls else "stop", is_truncated=False)
-
-    return ScriptedExpert()

@@ -12,28 +12,26 @@ answer is scored:
 
 Does being asked to double-check help, or does the model talk itself out of right answers?
 The metrics answer that. The file is self-contained: copy it and change the data, the
-follow-up question or the reward.
+follow-up question or the reward. The folder double_check/ is self-contained (this file and its
+data; it imports only verifiers, datasets and the standard library).
 
     import verifiers as vf
-    env = vf.load_environment("double-check")      # after `pip install -e .` of the course
-    # or, without installing: from course_lib.envs.double_check import load_environment
+    env = vf.load_environment("double-check")      # imports the package `double_check`
 
-Data: data/double_check.jsonl in the course repository, rows {"id", "question", "answer"}
-(the answer is an integer written as a string).
+Data: double_check.jsonl next to this file, rows {"id", "question", "answer"} (the answer is an
+integer written as a string).
 """
 
-import random
+import json
 import re
+from importlib.resources import files
 from pathlib import Path
 
 import verifiers as vf
 from datasets import Dataset
 
-from course_lib.data_files import DataFileError, read_jsonl
-from course_lib.tags import tag_contents
-
-# The repository root is the parent of course_lib/ (this file is course_lib/envs/double_check.py).
-DATA_FILE = Path(__file__).resolve().parents[2] / "data" / "double_check.jsonl"
+# Read as a package resource, so the file is found in a clone, a copy or an installed wheel.
+DATA_FILE = files(__name__) / "double_check.jsonl"
 
 SYSTEM_PROMPT = (
     "Solve the math problem. Think step by step in a few short sentences, then give the final "
@@ -42,11 +40,57 @@ SYSTEM_PROMPT = (
 ARE_YOU_SURE = "Are you sure?"
 
 
-# ---------------------------------------------------------------- data
+# ---------------------------------------------------------------- reading the data file
+# A bad data file stops load_environment() with a message naming the file, the line and the fix,
+# not a bare KeyError in a reward function later. (The same reader is in each course environment,
+# so that each one can be copied alone.)
 
-FIX = ("This environment reads the course's data/ folder: run it from a clone of the course repository "
-       "(pip install -e . there; `git checkout data/` restores the shipped file), or pass data_path= "
-       'to a JSON Lines file with rows {"id": 0, "question": "What is 2 + 3?", "answer": "5"}.')
+class DataFileError(ValueError):
+    """A data file cannot be used; the message names the file (and line) and says what to do."""
+
+    def __init__(self, where: str, problem: str, fix: str):
+        super().__init__(f"{where}: {problem}. {fix}")
+
+
+def read_jsonl(path: Path, fields: dict, fix: str, check=lambda row: None) -> list[dict]:
+    """The rows of `path`, one JSON object per non-blank line, each with `fields` (name -> type),
+    each accepted by `check(row)` (which returns what is wrong, or None). Raises DataFileError."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataFileError(str(path), "file not found", fix)
+    rows = []
+    for number, raw in enumerate(path.read_bytes().splitlines(), 1):  # bytes: a bad byte is reported with its line
+        where = f"{path}, line {number}"
+        try:
+            row = json.loads(raw.decode("utf-8")) if raw.strip() else None
+        except UnicodeDecodeError as error:
+            raise DataFileError(where, f"byte {raw[error.start:error.start + 1]!r} at column {error.start + 1} "
+                                "is not UTF-8 (save the file as UTF-8)", fix) from None
+        except json.JSONDecodeError as error:
+            raise DataFileError(where, f"not valid JSON at column {error.colno} ({error.msg}); each line "
+                                "must be one complete JSON object (a truncated or hand-edited line?)", fix) from None
+        if row is None:
+            continue
+        if not isinstance(row, dict):
+            raise DataFileError(where, f"a JSON {type(row).__name__}, not an object with {', '.join(fields)}", fix)
+        for name, kind in fields.items():
+            if name not in row:
+                raise DataFileError(where, f"field {name!r} is missing (every row needs {', '.join(fields)})", fix)
+            if not isinstance(row[name], kind) or (isinstance(row[name], bool) and kind is int):
+                raise DataFileError(where, f"field {name!r} is {row[name]!r:.60}, a {type(row[name]).__name__}; "
+                                    f"it must be a {kind.__name__}", fix)
+        problem = check(row)
+        if problem:
+            raise DataFileError(where, problem, fix)
+        rows.append(row)
+    if not rows:
+        raise DataFileError(str(path), "the file has no rows", fix)
+    return rows
+
+
+FIX = ("The shipped file is double_check/double_check.jsonl (`git checkout course_lib/envs/` restores it in "
+       'the course repository); or pass data_path= to a JSON Lines file with rows {"id": 0, "question": '
+       '"What is 2 + 3?", "answer": "5"}.')
 
 
 def unmatchable(row: dict) -> str | None:
@@ -97,9 +141,24 @@ def last_number(text: str) -> str | None:
     return canonical_number(numbers[-1]) if numbers else None
 
 
+def tag_contents(text: str, tag: str) -> list[str]:
+    """The contents of every <tag>...</tag> in `text`, in order: what re.findall(r"<tag>(.*?)</tag>",
+    text, re.DOTALL) returns, in linear time. That regex (and verifiers' XMLParser's) backtracks on
+    replies that repeat an unclosed tag, and a model can write such replies: scoring must not stall."""
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    contents, position = [], 0
+    while (start := text.find(opening, position)) != -1:
+        end = text.find(closing, start + len(opening))
+        if end == -1:
+            break
+        contents.append(text[start + len(opening):end])
+        position = end + len(closing)
+    return contents
+
+
 def extract_answer(text: str) -> str | None:
     """The model's answer in one reply (see the rules above), or None if it gave no number."""
-    # <answer> spans by str.find: re.findall(r"<answer>(.*?)</answer>") takes quadratic time on a
+    # <answer> spans by tag_contents: re.findall(r"<answer>(.*?)</answer>") takes quadratic time on a
     # reply that repeats an unclosed <answer> (100,000 characters: 7.8 s).
     for spans in (BOXED.findall(text), tag_contents(text, "answer")):
         if spans:
@@ -188,21 +247,20 @@ def load_environment(
 ) -> vf.MultiTurnEnv:
     """The double-check environment.
 
-    The rows are shuffled with `seed`; the first `num_eval_examples` are the evaluation set,
-    the next `num_train_examples` (-1: all the rest) the training set, so the two never overlap.
+    The rows are shuffled with `seed` and split: `num_eval_examples` for evaluation, the rest for
+    training (the first `num_train_examples` of them; -1: all), so the two never overlap.
     Extra keyword arguments go to DoubleCheckEnv (vf.MultiTurnEnv), e.g. timeout_seconds.
     """
     path = Path(data_path) if data_path else DATA_FILE
-    examples = [to_example(row) for row in load_rows(path)]
-    random.Random(seed).shuffle(examples)
+    examples = Dataset.from_list([to_example(row) for row in load_rows(path)])
     if not 0 < num_eval_examples < len(examples):
         raise DataFileError(str(path), f"{len(examples)} rows, so num_eval_examples must be between 1 and "
                             f"{len(examples) - 1} (the other rows are the training set), not {num_eval_examples}",
                             "Pass a num_eval_examples in that range, or add rows to the file.")
-    eval_examples, train_examples = examples[:num_eval_examples], examples[num_eval_examples:]
+    split = examples.train_test_split(test_size=num_eval_examples, seed=seed)
+    dataset, eval_dataset = split["train"], split["test"]
     if num_train_examples >= 0:
-        train_examples = train_examples[:num_train_examples]
-    dataset, eval_dataset = Dataset.from_list(train_examples), Dataset.from_list(eval_examples)
+        dataset = dataset.select(range(min(num_train_examples, len(dataset))))
 
     rubric = vf.Rubric(
         funcs=[correct_answer, first_answer_correct, changed_answer, used_boxed],

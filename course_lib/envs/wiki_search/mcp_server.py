@@ -5,16 +5,16 @@ stdin/stdout: the client (here vf.MCPEnv) starts it as a child process, sends JS
 requests (initialize, tools/list, tools/call) on its stdin and reads replies on its stdout.
 No network, no port. It exits when its stdin closes, i.e. when the client disconnects or dies.
 
-    python -m course_lib.wiki_mcp_server     # normally started by a client, not by hand
+    python -m wiki_search.mcp_server     # normally started by a client (mcp_env.py), not by hand
 
-The tools are the very functions of course_lib/envs/wiki_search.py: FastMCP builds the MCP tool
+The tools are the very functions of wiki_search/__init__.py: FastMCP builds the MCP tool
 schemas from the same type hints and docstrings that verifiers uses, so there is one
 implementation and the model sees the same tools either way.
 """
 
 from mcp.server.fastmcp import FastMCP
 
-from course_lib.envs.wiki_search import read_section, search_pages, view_sections
+from wiki_search import read_section, search_pages, view_sections
 
 # stdout carries the protocol, so the server must never print; FastMCP logs to stderr, and
 # only warnings, to keep notebooks quiet.

@@ -1,1 +1,0 @@
-"""The course's verifiers environments, one self-contained file each (`load_environment(**kwargs)`)."""
