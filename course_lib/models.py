@@ -7,7 +7,6 @@ Hugging Face Hub id instead.
 """
 
 import importlib.util
-import json
 import os
 import shutil
 import urllib.error
@@ -111,16 +110,3 @@ def resolve_model(profile: Profile | None = None) -> str:
     if profile.model == EMBEDDED_MODEL:
         return str(embedded_checkpoint())
     return check_hub_model(profile.model)
-
-
-def load_model_and_tokenizer(profile: Profile | None = None, path: str | None = None, **kwargs):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    path = path or resolve_model(profile)
-    return AutoModelForCausalLM.from_pretrained(path, **kwargs), AutoTokenizer.from_pretrained(path)
-
-
-def generation_defaults(path: str) -> dict:
-    """The sampling settings stored in a checkpoint (what a server uses when a request sets none)."""
-    config = Path(path) / "generation_config.json"
-    return json.loads(config.read_text()) if config.is_file() else {}

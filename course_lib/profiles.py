@@ -26,7 +26,6 @@ class Profile:
     description: str
     model: str  # EMBEDDED_MODEL or a Hugging Face Hub id
     server: str  # "transformers" (CPU, or a GPU without vLLM) or "vllm"
-    time_budget: str  # what a learner should expect for one notebook
     server_start_timeout_s: int
     request_timeout_s: int
     # 00: first chat
@@ -71,7 +70,6 @@ _BASE = Profile(
     description="a laptop or a 2-core CI box, no GPU: the embedded 135M model, short honest runs",
     model=EMBEDDED_MODEL,
     server="transformers",
-    time_budget="minutes per notebook; about 90 minutes for the whole course on 2 cores",
     server_start_timeout_s=180,
     request_timeout_s=600,
     chat_max_tokens=64,
@@ -103,7 +101,6 @@ PROFILES = {
         _BASE,
         name="smoke",
         description="CI: proves every cell runs, with tiny budgets (numbers mean nothing)",
-        time_budget="about a minute per notebook",
         chat_max_tokens=24,
         env_num_examples=2,
         env_rollouts_per_example=2,
@@ -127,7 +124,6 @@ PROFILES = {
         description="one GPU (Colab T4 16 GB or better): a 1.2B hub model served by vLLM",
         model="LiquidAI/LFM2-1.2B",
         server="vllm",
-        time_budget="minutes per notebook; a few GPU-hours for RL",
         server_start_timeout_s=600,
         chat_max_tokens=256,
         env_num_examples=100,
@@ -157,7 +153,6 @@ PROFILES = {
         description="a GPU box with several GPUs: a 2.6B hub model, vLLM server + accelerate",
         model="LiquidAI/LFM2-2.6B",
         server="vllm",
-        time_budget="the original course's scale: many GPU-hours",
         server_start_timeout_s=900,
         chat_max_tokens=256,
         env_num_examples=200,

@@ -52,8 +52,11 @@ def test_conversion_writes_a_sampling_chat_checkpoint(fresh_checkpoint):
 def test_cached_checkpoint_is_reused_and_loads_fast(fresh_checkpoint, monkeypatch):
     monkeypatch.setenv(models.CACHE_DIR_VARIABLE, str(fresh_checkpoint.parent))
     monkeypatch.setattr(models, "find_embedded_gguf", lambda: pytest.fail("converted twice"))
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     start = time.monotonic()
-    model, tokenizer = models.load_model_and_tokenizer(path=str(models.embedded_checkpoint()))
+    path = models.embedded_checkpoint()
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
     assert time.monotonic() - start < 10
     assert getattr(model.config, "quantization_config", None) is None  # save_pretrained works
     ids = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True)
