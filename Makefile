@@ -12,6 +12,8 @@ install:
 course: install
 	COURSE_PROFILE=$(PROFILE) $(PYTHON) -m course_lib.run_notebooks
 
-# Unit tests, then every notebook under nbmake, in the smoke profile.
+# Lint (ruff check: errors, imports, likely bugs; not formatting), then unit tests and every
+# notebook under nbmake, in the smoke profile.
 test: install
+	$(PYTHON) -m ruff check .
 	COURSE_PROFILE=smoke $(PYTHON) -m pytest tests notebooks --nbmake --nbmake-timeout=900

@@ -44,7 +44,8 @@ def setup() -> None:
     profile = get_profile()  # a GPU profile forced on a machine without a GPU stops here, with what to do
     forced = os.environ.get(PROFILE_VARIABLE)
     gpus = detect_hardware()["gpus"]
-    why = f"{PROFILE_VARIABLE}={forced} is set" if forced else f"picked from the hardware ({', '.join(gpus) or 'no GPU'})"
+    why = (f"{PROFILE_VARIABLE}={forced} is set" if forced
+           else f"picked from the hardware ({', '.join(gpus) or 'no GPU'})")
     capability = cuda_capability()
     card = f"compute capability {capability[0]}.{capability[1]}" if capability else "CPU"
     engine = "vLLM" if profile.server == "vllm" else "transformers serve"

@@ -43,8 +43,8 @@ def read_jsonl(path: Path, fields: dict[str, type | tuple[type, ...]], fix: str,
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as error:
-                raise DataFileError(where, f"not valid JSON at column {error.colno} ({error.msg}); each line "
-                                    "must be one complete JSON object (a truncated or hand-edited line?)", fix) from None
+                raise DataFileError(where, f"not valid JSON at column {error.colno} ({error.msg}); each line must "
+                                    "be one complete JSON object (a truncated or hand-edited line?)", fix) from None
             if not isinstance(row, dict):
                 raise DataFileError(where, f"a JSON {type(row).__name__}, not an object with {', '.join(fields)}", fix)
             for name, kind in fields.items():

@@ -38,7 +38,8 @@ def test_sft_and_grpo_configs_train_in_the_cards_precision(monkeypatch, capabili
     fake_config(monkeypatch, "GRPOConfig")
     for config in (sft.sft_config(PROFILES["gpu"], "/tmp/unused"),
                    grpo.grpo_config(PROFILES["gpu"], "/tmp/unused", [1.0, 0.2, -0.1])):
-        assert (config.bf16, config.fp16, config.use_cpu) == (dtype == "bfloat16", dtype == "float16", capability is None)
+        expected = (dtype == "bfloat16", dtype == "float16", capability is None)
+        assert (config.bf16, config.fp16, config.use_cpu) == expected
         assert config.gradient_checkpointing == (capability is not None)
 
 
@@ -93,7 +94,8 @@ def test_release_frees_the_engine_first_then_the_model_then_the_cuda_cache(monke
     trainer = types.SimpleNamespace(
         vllm_generation=types.SimpleNamespace(llm="engine"), model="model", model_wrapped="model",
         optimizer="optimizer", lr_scheduler="scheduler",
-        accelerator=types.SimpleNamespace(free_memory=lambda: calls.append(("accelerator", trainer.vllm_generation.llm))))
+        accelerator=types.SimpleNamespace(
+            free_memory=lambda: calls.append(("accelerator", trainer.vllm_generation.llm))))
     monkeypatch.setattr(hardware.gc, "collect", lambda: calls.append(("gc", trainer.model)))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append(("empty_cache", None)))

@@ -27,7 +27,8 @@ def test_09_alone_trains_notebook_08s_model_first(fresh_output, monkeypatch):
     """Catches: GRPO silently starting from the base model when 08's checkpoint is missing."""
     calls = []
     trainer = types.SimpleNamespace(train=lambda: calls.append("train"))
-    monkeypatch.setattr(sft, "build_sft_trainer", lambda profile, data, base, out: calls.append(("build", base)) or trainer)
+    monkeypatch.setattr(sft, "build_sft_trainer",
+                        lambda profile, data, base, out: calls.append(("build", base)) or trainer)
     monkeypatch.setattr(sft, "load_dataset", lambda directory: directory)
     monkeypatch.setattr(sft, "save_final", lambda t, path, base: calls.append(("save", path)) or make_checkpoint(path))
     monkeypatch.setattr(sft, "release", lambda t: calls.append("release"))

@@ -1,6 +1,6 @@
 """Speed of the pure game logic: the scripted expert (X) against a fully random opponent (O).
 
-Usage: python tests/benchmark_game.py --games 20000
+Usage: python dev/benchmark_game.py --games 20000
 
 Games alternate who starts and are seeded, so the W/D/L counts are reproducible. Solving the
 game tree happens once, on the first call, and is timed separately from the games.
@@ -12,10 +12,17 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere without installing
+# Run from anywhere without installing: the game logic is the tictactoe environment's game.py.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "course_lib" / "envs"))
 
-from course_lib.tictactoe_game import (
-    expert_move, is_over, minimax_value, new_board, opponent_move, other, winner,
+from tictactoe.game import (
+    expert_move,
+    is_over,
+    minimax_value,
+    new_board,
+    opponent_move,
+    other,
+    winner,
 )
 
 

@@ -6,7 +6,7 @@ from the page. It found that "New game" left the last game's marks on screen (fi
 Not part of `make test`: it needs a browser. Setup, once (Debian):
 
     apt-get install -y chromium && pip install playwright
-    python tests/browser_play_widget.py      # prints each click and saves screenshots
+    python dev/browser_play_widget.py      # prints each click and saves screenshots
 
 The scripted expert stands in for the model, so no model server is needed.
 """
@@ -23,7 +23,7 @@ from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 CELL = f"""import sys
-sys.path.insert(0, {str(ROOT)!r})
+sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / "course_lib" / "envs")!r}]
 from course_lib import play
 
 widget = play.play_widget(play.expert_answer())
