@@ -27,7 +27,10 @@ from verifiers.types import Response, ResponseMessage, ResponseTokens, Usage
 # sampling = {"max_tokens": int, "temperature": float, "top_p": float}
 GenerateBatch = Callable[[list[list[int]], dict], list[tuple[list[int], list[float]]]]
 SAMPLING_KEYS = ("max_tokens", "temperature", "top_p")
-MIN_SHARED_PREFIX = 16  # tokens all prompts of a batch must share before their KV cache is reused
+# Models whose cache is one plain (keys, values) pair per layer, the layout PrefixCache slices (tested on
+# SmolLM2, a Llama); others (e.g. LFM2's convolution states) generate without it.
+PREFIX_CACHE_MODEL_TYPES = {"llama"}
+MIN_SHARED_PREFIX = 16  # tokens a prompt must share with an earlier sequence before its KV cache is reused
 
 
 class LocalModelClient(vf.Client):
@@ -146,50 +149,122 @@ class LocalModelClient(vf.Client):
 
 
 def sample_batch(model, tokenizer, prompts: list[list[int]], sampling: dict, with_logprobs: bool = False,
-                 prefix=None):
+                 cached=None, return_cache: bool = False):
     """Sample one completion per prompt with transformers `generate` on a left-padded batch.
 
     Returns (completion ids ending at the first EOS, per-token logprobs or [] without with_logprobs).
     Logprobs cost memory (one vocabulary-sized row per token and sequence), so evaluations skip them.
-    `prefix` = (ids, cache): the KV cache of tokens every prompt starts with (e.g. the system
-    prompt), computed once; the batch then only runs the rest, padded between prefix and rest.
+    `cached`: for each prompt, None or the KV cache of its first tokens (one (keys, values) pair
+    per layer, each [kv heads, tokens, head dim]); the model then runs only the rest of each prompt,
+    laid out as [pad, cached tokens, pad, rest] so every sequence ends where generation starts.
+    With `return_cache`, also returns each sequence's own cache in that form, and the ids it covers.
     """
-    import copy
-
     import torch
+    from transformers import DynamicCache
 
-    shared, past = (len(prefix[0]), copy.deepcopy(prefix[1])) if prefix else (0, None)
-    rests = [ids[shared:] for ids in prompts]
-    width = max(len(rest) for rest in rests)
+    cached = cached or [None] * len(prompts)
+    done = [0 if kv is None else kv[0][0].shape[1] for kv in cached]
+    width_done = max(done)
+    rests = [len(ids) - length for ids, length in zip(prompts, done)]
+    width_rest = max(rests)
     pad = tokenizer.pad_token_id
-    input_ids = [ids[:shared] + [pad] * (width - len(rest)) + rest for ids, rest in zip(prompts, rests)]
-    attention_mask = [[1] * shared + [0] * (width - len(rest)) + [1] * len(rest) for rest in rests]
-    if past is not None:
-        past.batch_repeat_interleave(len(prompts))
+    input_ids, attention_mask = [], []
+    for ids, length, rest in zip(prompts, done, rests):
+        input_ids.append([pad] * (width_done - length) + ids[:length] + [pad] * (width_rest - rest) + ids[length:])
+        attention_mask.append([0] * (width_done - length) + [1] * length + [0] * (width_rest - rest) + [1] * rest)
+    past = _batch_cache(cached, width_done, model.dtype) if width_done else None
     with torch.inference_mode():
         out = model.generate(
             input_ids=torch.tensor(input_ids, device=model.device),
-            attention_mask=torch.tensor(attention_mask, device=model.device), past_key_values=past,
+            attention_mask=torch.tensor(attention_mask, device=model.device),
+            past_key_values=DynamicCache(ddp_cache_data=past, config=model.config) if past else None,
             do_sample=True, temperature=sampling["temperature"], top_p=sampling["top_p"],
             max_new_tokens=sampling["max_tokens"], eos_token_id=tokenizer.eos_token_id, pad_token_id=pad,
             output_scores=with_logprobs, return_dict_in_generate=True,
         )
         scores = (model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True).tolist()
                   if with_logprobs else None)
-    results, eos = [], tokenizer.eos_token_id
-    for i, sequence in enumerate(out.sequences[:, shared + width:].tolist()):
+    results, eos, start = [], tokenizer.eos_token_id, width_done + width_rest
+    for i, sequence in enumerate(out.sequences[:, start:].tolist()):
         length = sequence.index(eos) + 1 if eos in sequence else len(sequence)
         results.append((sequence[:length], scores[i][:length] if with_logprobs else []))
-    return results
+    if not return_cache:
+        return results
+    # The last sampled token was never fed to the model: the cache ends one token before it.
+    generated = out.past_key_values.get_seq_length() - start
+    caches = []
+    for i, (completion, _) in enumerate(results):
+        kept = min(len(completion), generated)
+        positions = torch.tensor([*range(width_done - done[i], width_done),
+                                  *range(start - rests[i], start + kept)], device=model.device)
+        caches.append((prompts[i] + completion[:kept],
+                       [(layer.keys[i][:, positions], layer.values[i][:, positions])
+                        for layer in out.past_key_values.layers]))
+    return results, caches
 
 
-def shared_prefix(prompts: list[list[int]]) -> list[int]:
-    """The token ids every prompt starts with, leaving at least one token of each prompt."""
-    first = prompts[0]
-    length = min(len(ids) for ids in prompts) - 1
-    for ids in prompts[1:]:
-        length = next((i for i in range(length) if ids[i] != first[i]), length)
-    return first[:max(length, 0)]
+def _batch_cache(cached, width: int, dtype):
+    """Per-prompt caches of different lengths as one batch, left-padded with zeros to `width`."""
+    import torch
+
+    keys, values = next(kv for kv in cached if kv is not None)[0]
+    heads, _, head_dim = keys.shape
+    layers = []
+    for layer in range(len(next(kv for kv in cached if kv is not None))):
+        batch_keys = torch.zeros(len(cached), heads, width, head_dim, dtype=dtype, device=keys.device)
+        batch_values = torch.zeros_like(batch_keys)
+        for i, kv in enumerate(cached):
+            if kv is not None:
+                length = kv[layer][0].shape[1]
+                batch_keys[i, :, width - length:] = kv[layer][0]
+                batch_values[i, :, width - length:] = kv[layer][1]
+        layers.append((batch_keys, batch_values))
+    return layers
+
+
+class PrefixCache:
+    """The KV caches of the latest sequences (prompt + answer), so that a new prompt which starts
+    like one of them (the next turn of the same game, or any game's system prompt) feeds the model
+    only its new tokens: a game's turn costs its new tokens, not the whole conversation again."""
+
+    def __init__(self, max_entries: int):
+        self.max_entries = max_entries  # each entry holds its tokens' KV: ~46 kB a token for the 135M model
+        self.entries: list[tuple[list[int], list]] = []  # (ids, per-layer (keys, values)), oldest first
+
+    def lookup(self, ids: list[int]):
+        """The cache of the longest start `ids` shares with an entry (at least MIN_SHARED_PREFIX
+        tokens, and at least one token left to feed), or None."""
+        import numpy as np
+
+        best, best_length = None, MIN_SHARED_PREFIX - 1
+        for index, (entry_ids, _) in enumerate(self.entries):
+            common = min(len(entry_ids), len(ids) - 1)
+            differ = np.flatnonzero(np.asarray(entry_ids[:common]) != np.asarray(ids[:common]))
+            length = int(differ[0]) if differ.size else common
+            if length > best_length:
+                best, best_length = index, length
+        if best is None:
+            return None
+        entry_ids, kv = self.entries[best]
+        if best_length == len(entry_ids):  # this conversation goes on: its next turn will replace it
+            del self.entries[best]
+        return [(keys[:, :best_length], values[:, :best_length]) for keys, values in kv]
+
+    def add(self, ids: list[int], kv) -> None:
+        self.entries.append((ids, kv))
+        del self.entries[: -self.max_entries]
+
+    def sample(self, model, tokenizer, prompts: list[list[int]], sampling: dict, with_logprobs: bool = False):
+        """`sample_batch`, reusing what this cache holds and keeping the new sequences' caches.
+        Only while the weights stay the same: a training step makes every entry stale."""
+        if model.config.model_type not in PREFIX_CACHE_MODEL_TYPES:
+            return sample_batch(model, tokenizer, prompts, sampling, with_logprobs)
+        cached = [self.lookup(ids) for ids in prompts]
+        results, caches = sample_batch(model, tokenizer, prompts, sampling, with_logprobs, cached=cached,
+                                       return_cache=True)
+        for ids, kv in caches:
+            self.add(ids, kv)
+        return results
 
 
 class LocalModel:
@@ -211,23 +286,12 @@ class LocalModel:
         self.sampling = {"max_tokens": 256, "temperature": defaults.temperature or 1.0, "top_p": defaults.top_p or 1.0}
         self.max_batch_size = max_batch_size
         self._client: LocalModelClient | None = None
-        self._prefix: tuple[list[int], object] | None = None  # (ids, KV cache) shared by recent prompts
+        self.prefix_cache = PrefixCache(max_entries=max_batch_size)
 
     def generate_batch(self, prompts: list[list[int]], sampling: dict):
-        """Every game's prompt starts with the same system prompt: its KV cache is computed once
-        and reused by every batch that shares it, instead of being recomputed for every prompt."""
-        if self._prefix is None or any(ids[: len(self._prefix[0])] != self._prefix[0] or len(ids) <= len(self._prefix[0])
-                                       for ids in prompts):
-            self._prefix = self._prefix_cache(shared_prefix(prompts))
-        return sample_batch(self.network, self.tokenizer, prompts, sampling, prefix=self._prefix)
-
-    def _prefix_cache(self, ids: list[int]):
-        import torch
-
-        if len(ids) < MIN_SHARED_PREFIX:  # not worth a cache
-            return None
-        with torch.inference_mode():
-            return ids, self.network(input_ids=torch.tensor([ids], device=self.network.device)).past_key_values
+        """One batch, reusing the KV cache of what each prompt shares with earlier sequences: the
+        weights never change here, so a cache computed once stays right."""
+        return self.prefix_cache.sample(self.network, self.tokenizer, prompts, sampling)
 
     @property
     def client(self) -> LocalModelClient:
@@ -248,6 +312,7 @@ class LocalModel:
     def stop(self) -> None:
         """Free the model's memory (the same call that stops a server)."""
         self.network = self._client = None
+        self.prefix_cache.entries.clear()
 
     def __enter__(self):
         return self

@@ -107,15 +107,15 @@ PROFILES = {
         env_max_tokens=48,
         check_replies=200,
         ttt_eval_games=2,
-        ttt_max_tokens_per_turn=32,
+        ttt_max_tokens_per_turn=16,
         sft_num_games=16,
         sft_epochs=0.25,  # 2 steps of 2 games
         sft_batch_size=2,
         grpo_max_steps=2,
         grpo_num_generations=2,
         grpo_micro_batch_size=2,
-        grpo_max_tokens_per_turn=24,
-        grpo_max_episode_tokens=120,
+        grpo_max_tokens_per_turn=16,
+        grpo_max_episode_tokens=48,  # about 3 turns: each step's games cost seconds, not minutes
     ),
     "cpu": _BASE,
     "gpu": replace(

@@ -3,7 +3,7 @@
 No second game loop: each episode is the environment's own `rollout()` (its `setup_state`,
 `env_response`, stop conditions) followed by its own rubric. The only new piece is the model
 client the environment talks to: `course_lib.local_model.LocalModelClient`, whose "server" is the
-model being trained (`generate_batch(trainer, prompt_ids, sampling)`, transformers or TRL's vLLM).
+model being trained (`generate_batch(trainer, prompt_ids, sampling, prefix_cache)`, transformers or TRL's vLLM).
 It keeps each conversation as token ids, turn by turn:
 
     prompt ids | model turn 1 | env reply 1 | model turn 2 | env reply 2 | ... | model turn n
@@ -19,7 +19,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-from course_lib.local_model import LocalModelClient, sample_batch
+from course_lib.local_model import LocalModelClient, PrefixCache
 
 
 def episode_tokens(state) -> dict:
@@ -92,8 +92,9 @@ def make_rollout_func(env, env_dataset, tokenizer, generate_batch: Callable, max
         rows = [env_dataset[json.loads(prompt)["row"]] for prompt in prompts]
         sampling = {"max_tokens": max_tokens_per_turn, "temperature": trainer.args.temperature,
                     "top_p": trainer.args.top_p}
-        client = LocalModelClient(tokenizer, lambda ids, options: generate_batch(trainer, ids, options), sampling,
-                                  max_batch_size=len(prompts))
+        prefix_cache = PrefixCache(max_entries=len(prompts))  # this step's weights only
+        client = LocalModelClient(tokenizer, lambda ids, options: generate_batch(trainer, ids, options, prefix_cache),
+                                  sampling, max_batch_size=len(prompts))
         states = run_coroutine(play_episodes(env, rows, client))
         output = {"prompt_ids": [], "completion_ids": [], "env_mask": [], "logprobs": []}
         for state in states:
@@ -108,21 +109,22 @@ def make_rollout_func(env, env_dataset, tokenizer, generate_batch: Callable, max
     return rollout_func
 
 
-def hf_generate_batch(trainer, prompts: list[list[int]], sampling: dict):
-    """Sample with transformers `generate` (CPU, or GPU without vLLM), with per-token logprobs."""
+def hf_generate_batch(trainer, prompts: list[list[int]], sampling: dict, prefix_cache: PrefixCache):
+    """Sample with transformers `generate` (CPU, or GPU without vLLM), with per-token logprobs.
+    Each turn feeds the model only its new tokens: the episode's earlier turns are in `prefix_cache`."""
     from trl.models import unwrap_model_for_generation
 
     with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:
-        return sample_batch(model, trainer.processing_class, prompts, sampling, with_logprobs=True)
+        return prefix_cache.sample(model, trainer.processing_class, prompts, sampling, with_logprobs=True)
 
 
-def vllm_generate_batch(trainer, prompts: list[list[int]], sampling: dict):
+def vllm_generate_batch(trainer, prompts: list[list[int]], sampling: dict, prefix_cache: PrefixCache):
     """Sample with TRL's vLLM and return the real per-token sampling logprobs.
 
     Server mode (`full` profile): every training process asks the vLLM server on its own, so
     processes whose games last a different number of turns never wait on each other. Colocate
     mode (`gpu` profile, one process): TRL's colocated engine, which caps every turn at the
-    trainer's max_completion_length."""
+    trainer's max_completion_length. vLLM caches shared prefixes itself: `prefix_cache` goes unused."""
     generation = trainer.vllm_generation
     if generation.mode == "server":
         if getattr(generation, "vllm_client", None) is None:  # TRL connects the main process only

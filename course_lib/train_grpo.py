@@ -13,10 +13,21 @@ once `trl vllm-serve` is gone.
 
 MODEL defaults to the profile's SFT checkpoint (notebook 08); without one the script stops
 rather than train the base model unnoticed. A run that is interrupted resumes from its last checkpoint when started again.
+
+Exploring settings (e.g. on a laptop, before choosing the recipe notebook 09 runs): `--set` changes
+any profile field for this run, and `--evaluate N` then plays the start and the trained model on the
+same N games per opponent and appends one row to `sweep.csv` beside the run's folder (settings,
+minutes of training, outcome rates, paired p-values):
+
+    python -m course_lib.train_grpo --profile cpu --output-dir outputs/cpu/grpo_sweep/lr2e-5 \
+        --set grpo_learning_rate=2e-5 --set grpo_max_steps=20 --evaluate 100
 """
 
 import argparse
+import asyncio
+import dataclasses
 import json
+import time
 from pathlib import Path
 
 from course_lib.grpo import build_grpo_trainer, latest_checkpoint, training_environment
@@ -32,23 +43,75 @@ def default_model(profile) -> str:
     return str(final)
 
 
+def with_settings(profile, settings: list[str]):
+    """The profile with `field=value` pairs applied, each value read as the field's type."""
+    fields = {field.name: field for field in dataclasses.fields(profile)}
+    changes = {}
+    for setting in settings:
+        name, _, value = setting.partition("=")
+        if name not in fields:
+            raise SystemExit(f"--set {setting}: no profile field {name!r}; fields: {', '.join(fields)}")
+        kind = type(getattr(profile, name))
+        changes[name] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
+    return dataclasses.replace(profile, **changes)
+
+
+def evaluate_before_after(profile, start: str, final: str, games: int, out: Path) -> dict:
+    """Both models on the same games; one row of rates and paired p-values (per opponent, outcome)."""
+    from course_lib.evaluation import EvalResult, evaluate_player, paired_comparison, turn_sampling_args
+    from course_lib.serving import start_model
+
+    results = []
+    for player, path in (("start", start), ("after GRPO", final)):
+        with start_model(profile, model_path=path) as llm:
+            results.append(asyncio.run(evaluate_player(
+                llm.client, llm.model, player, games, sampling_args=turn_sampling_args(profile),
+                max_concurrent=profile.max_concurrent, out_dir=out / "eval")))
+    evaluated = EvalResult.concat(results)
+    evaluated.games.to_csv(out / "eval_games.csv", index=False)
+    row = {}
+    for _, r in paired_comparison(evaluated.games, "start", "after GRPO").iterrows():
+        key = f"{r['outcome']} vs {r['opponent']}"
+        row |= {f"{key}: start": r["start"], f"{key}: after": r["after GRPO"], f"{key}: p": r["p_value"]}
+    for _, r in evaluated.summary.iterrows():
+        row[f"invalid per answer vs {r['opponent']}: {r['player']}"] = r["invalid_per_move"]
+    return row
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", help="smoke, cpu, gpu or full (default: from the hardware)")
     parser.add_argument("--model", help="checkpoint or Hub id to start from")
     parser.add_argument("--output-dir", type=Path, help="default: outputs/<profile>/grpo")
-    parser.add_argument("--max-steps", type=int, help="override the profile's grpo_max_steps")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="change a profile field for this run, e.g. grpo_learning_rate=2e-5 (repeatable)")
+    parser.add_argument("--evaluate", type=int, metavar="N",
+                        help="then play start and trained model on the same N games per opponent (one process only)")
     args = parser.parse_args(argv)
 
-    profile = get_profile(args.profile)
+    profile = with_settings(get_profile(args.profile), args.set)
     out = args.output_dir or output_dir(profile) / "grpo"
-    overrides = {"max_steps": args.max_steps} if args.max_steps else {}
-    model = args.model or default_model(profile)
-    trainer = build_grpo_trainer(profile, training_environment(profile), model, out, **overrides)
+    start = args.model or default_model(profile)
+    trainer = build_grpo_trainer(profile, training_environment(profile), start, out)
+    began = time.monotonic()
     trainer.train(resume_from_checkpoint=latest_checkpoint(out))
-    if trainer.accelerator.is_main_process:
-        save_final(trainer, out / "final", model)
-        (out / "log_history.json").write_text(json.dumps(trainer.state.log_history, indent=1))
+    minutes = (time.monotonic() - began) / 60
+    if not trainer.accelerator.is_main_process:
+        return
+    final = save_final(trainer, out / "final", start)
+    (out / "log_history.json").write_text(json.dumps(trainer.state.log_history, indent=1))
+    if args.evaluate:
+        import pandas as pd
+
+        from course_lib.hardware import release
+
+        release(trainer)
+        row = {"run": out.name, "settings": " ".join(args.set), "training minutes": round(minutes, 1),
+               "games per opponent": args.evaluate,
+               **evaluate_before_after(profile, start, str(final), args.evaluate, out)}
+        table = out.parent / "sweep.csv"
+        pd.DataFrame([row]).to_csv(table, mode="a", header=not table.exists(), index=False)
+        print(pd.Series(row).to_string())
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ def test_two_grpo_steps_on_groups_whose_rewards_differ_change_the_weights(smoke_
     profile, env, trainer, stats = smoke_trainer
     tokenizer = trainer.processing_class
 
-    def expert_or_nonsense(trainer_, prompts, max_new_tokens):
+    def expert_or_nonsense(trainer_, prompts, sampling, prefix_cache):
         results = []
         for i, ids in enumerate(prompts):
             board = read_board(tokenizer.decode(ids).rsplit("<|im_start|>user", 1)[-1])
@@ -87,3 +87,16 @@ def test_two_grpo_steps_on_groups_whose_rewards_differ_change_the_weights(smoke_
     changed = [name for name, p in trainer.model.named_parameters() if not (p.detach() == before[name]).all()]
     assert len(changed) > 0.9 * len(before)
     json.dumps(trainer.state.log_history)  # the notebook saves it
+
+
+def test_sweep_settings_take_the_field_type_and_unknown_fields_stop_with_the_list():
+    """Catches: a --set value kept as a string (a learning rate "2e-5" reaching the optimizer), a
+    boolean read as truthy text, or a misspelt field silently ignored."""
+    from course_lib.train_grpo import with_settings
+
+    profile = get_profile("smoke")
+    changed = with_settings(profile, ["grpo_learning_rate=2e-5", "grpo_max_steps=7", "grpo_use_lora=false"])
+    assert (changed.grpo_learning_rate, changed.grpo_max_steps, changed.grpo_use_lora) == (2e-5, 7, False)
+    assert with_settings(profile, ["grpo_use_lora=true"]).grpo_use_lora is True
+    with pytest.raises(SystemExit, match="grpo_learning_rate"):
+        with_settings(profile, ["grpo_learnig_rate=1"])

@@ -118,10 +118,11 @@ def test_the_embedded_model_plays_tictactoe_games_in_batches_and_samples():
     assert model.network is None  # stopped: the weights are freed
 
 
-def test_the_shared_prefix_cache_changes_no_token():
-    """Catches: a wrong position, mask or cache when the batch reuses the system prompt's KV cache
-    (prompts of different lengths, padded between the shared prefix and the rest)."""
-    from course_lib.local_model import sample_batch, shared_prefix
+def test_the_prefix_cache_changes_no_token_over_two_turns():
+    """Catches: a wrong position, mask or cache slice when a batch reuses earlier KV caches (the
+    system prompt other games share, and each game's previous turn), with prompts of different
+    lengths padded between the cached part and the rest."""
+    from course_lib.local_model import sample_batch
     from tictactoe import load_environment
 
     model = LocalModel(embedded_checkpoint())
@@ -129,8 +130,15 @@ def test_the_shared_prefix_cache_changes_no_token():
     rows = load_environment(num_train_examples=0, num_eval_examples=3).eval_dataset
     prompts = [tokenizer(tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False),
                          add_special_tokens=False)["input_ids"] for row in rows]
-    prompts[1] += tokenizer("<move>4</move>", add_special_tokens=False)["input_ids"]
-    assert len(shared_prefix(prompts)) > 100  # the system prompt and the chat template's opening
-    greedy = {"max_tokens": 4, "temperature": 1e-6, "top_p": 1.0}
-    assert model.generate_batch(prompts, greedy) == sample_batch(model.network, tokenizer, prompts, greedy)
-    assert model._prefix is not None and len(model._prefix[0]) == len(shared_prefix(prompts))
+    greedy = {"max_tokens": 6, "temperature": 1e-6, "top_p": 1.0}
+    plain = lambda batch: sample_batch(model.network, tokenizer, batch, greedy)  # noqa: E731
+    first = model.generate_batch(prompts[:2], greedy)  # nothing cached yet
+    assert first == plain(prompts[:2])
+    reply = tokenizer("<|im_start|>user\nYour move.<|im_end|>\n<|im_start|>assistant\n",
+                      add_special_tokens=False)["input_ids"]
+    second_turns = [ids + completion + reply for ids, (completion, _) in zip(prompts[:2], first)]
+    batch = [second_turns[0], prompts[2], second_turns[1] + reply]  # own turn, system prompt only, own turn
+    cached = [model.prefix_cache.lookup(ids) for ids in batch]
+    assert [kv[0][0].shape[1] if kv else 0 for kv in cached][0] >= len(prompts[0]) + len(first[0][0]) - 1
+    assert 100 < cached[1][0][0].shape[1] < len(prompts[2])  # the system prompt another game computed
+    assert sample_batch(model.network, tokenizer, batch, greedy, cached=cached) == plain(batch)

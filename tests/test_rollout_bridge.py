@@ -102,7 +102,7 @@ def test_rewards_are_the_rubric_values_with_the_rubric_weights(env, tokenizer):
     functions, weights = bridge.trl_reward_functions(env)
     assert [f.__name__ for f in functions] == ["says_seven", "num_turns"] and weights == [0.5, 0.0]
 
-    def answer_by_question(trainer, prompts, sampling):  # "7" only to the first question
+    def answer_by_question(trainer, prompts, sampling, prefix_cache):  # "7" only to the first question
         texts = ["7" if "What is 0 + 3?" in tokenizer.decode(ids) else "2" for ids in prompts]
         return scripted(tokenizer, texts)(prompts, sampling)
 
