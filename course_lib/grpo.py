@@ -78,8 +78,9 @@ def build_grpo_trainer(profile: Profile, env, model_path: str, output_dir: Path,
     dataset = env.get_dataset()
     reward_functions, reward_weights = rollout_bridge.trl_reward_functions(env)
     generate_batch = rollout_bridge.vllm_generate_batch if profile.grpo_vllm_mode else rollout_bridge.hf_generate_batch
+    dtype = training_dtype(cuda_capability(), profile.grpo_use_lora)
     return GRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(model_path, dtype=training_dtype(cuda_capability(), profile.grpo_use_lora)),
+        model=AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype),
         processing_class=tokenizer,
         reward_funcs=reward_functions,
         args=grpo_config(profile, output_dir, reward_weights, **config_overrides),

@@ -12,7 +12,8 @@ prints the equivalent `VLLM_SERVER_DEV_MODE=1 vllm serve ...` command; run that 
 once `trl vllm-serve` is gone.
 
 MODEL defaults to the profile's SFT checkpoint (notebook 08); without one the script stops
-rather than train the base model unnoticed. A run that is interrupted resumes from its last checkpoint when started again.
+rather than train the base model unnoticed. A run that is interrupted resumes from its last checkpoint
+when started again.
 
 Exploring settings (e.g. on a laptop, before choosing the recipe notebook 09 runs): `--set` changes
 any profile field for this run, and `--evaluate N` then plays the start and the trained model on the
