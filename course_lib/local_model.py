@@ -207,11 +207,11 @@ def _batch_cache(cached, width: int, dtype):
     """Per-prompt caches of different lengths as one batch, left-padded with zeros to `width`."""
     import torch
 
-    keys, values = next(kv for kv in cached if kv is not None)[0]
-    heads, _, head_dim = keys.shape
+    example = next(kv for kv in cached if kv is not None)
+    heads, _, head_dim = example[0][0].shape
     layers = []
-    for layer in range(len(next(kv for kv in cached if kv is not None))):
-        batch_keys = torch.zeros(len(cached), heads, width, head_dim, dtype=dtype, device=keys.device)
+    for layer in range(len(example)):
+        batch_keys = torch.zeros(len(cached), heads, width, head_dim, dtype=dtype, device=example[0][0].device)
         batch_values = torch.zeros_like(batch_keys)
         for i, kv in enumerate(cached):
             if kv is not None:
