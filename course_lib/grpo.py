@@ -10,6 +10,7 @@ from pathlib import Path
 
 from course_lib import rollout_bridge
 from course_lib.hardware import cuda_capability, precision, training_dtype
+from course_lib.local_model import register_grouped_query_sdpa
 from course_lib.profiles import Profile
 from course_lib.sft import lora_config
 
@@ -78,9 +79,12 @@ def build_grpo_trainer(profile: Profile, env, model_path: str, output_dir: Path,
     dataset = env.get_dataset()
     reward_functions, reward_weights = rollout_bridge.trl_reward_functions(env)
     generate_batch = rollout_bridge.vllm_generate_batch if profile.grpo_vllm_mode else rollout_bridge.hf_generate_batch
-    dtype = training_dtype(cuda_capability(), profile.grpo_use_lora)
+    capability = cuda_capability()
+    # On CPU, the attention that reads grouped key/value heads in place (see local_model)
+    attention = register_grouped_query_sdpa() if capability is None else None
     return GRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype),
+        model=AutoModelForCausalLM.from_pretrained(model_path, dtype=training_dtype(capability, profile.grpo_use_lora),
+                                                   attn_implementation=attention),
         processing_class=tokenizer,
         reward_funcs=reward_functions,
         args=grpo_config(profile, output_dir, reward_weights, **config_overrides),

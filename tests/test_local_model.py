@@ -142,3 +142,30 @@ def test_the_prefix_cache_changes_no_token_over_two_turns():
     assert [kv[0][0].shape[1] if kv else 0 for kv in cached][0] >= len(prompts[0]) + len(first[0][0]) - 1
     assert 100 < cached[1][0][0].shape[1] < len(prompts[2])  # the system prompt another game computed
     assert sample_batch(model.network, tokenizer, batch, greedy, cached=cached) == plain(batch)
+
+
+def test_fast_generation_picks_the_same_tokens_as_stock_transformers():
+    """Catches: the grouped-query attention or the preallocated cache computing anything other
+    than transformers' own "sdpa" attention with its DynamicCache, on a padded batch."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from course_lib.local_model import sample_batch
+
+    model = LocalModel(embedded_checkpoint())
+    tokenizer = model.tokenizer
+    prompts = [tokenizer(text, add_special_tokens=False)["input_ids"]
+               for text in ("The capital of France is", "One, two, three, four, five, six, seven,")]
+    greedy = {"max_tokens": 8, "temperature": 1e-6, "top_p": 1.0}
+    stock = AutoModelForCausalLM.from_pretrained(embedded_checkpoint(), dtype=torch.float32,
+                                                 attn_implementation="sdpa").eval()
+    width = max(map(len, prompts))
+    with torch.inference_mode():
+        out = stock.generate(
+            input_ids=torch.tensor([[tokenizer.pad_token_id] * (width - len(ids)) + ids for ids in prompts]),
+            attention_mask=torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts]),
+            do_sample=False, max_new_tokens=8, pad_token_id=tokenizer.pad_token_id)
+    expected = [ids[:ids.index(tokenizer.eos_token_id) + 1] if tokenizer.eos_token_id in ids else ids
+                for ids in out[:, width:].tolist()]
+    assert model.network.config._attn_implementation != "sdpa"  # the fast path is the one tested
+    assert [completion for completion, _ in sample_batch(model.network, tokenizer, prompts, greedy)] == expected
