@@ -10,6 +10,11 @@ every request that arrives while the model is busy and answers them together:
     game 2 ──┼─> pending ─> one left-padded batch ───┼──> game 2 ...
     game 64 ─┘             (generate, in a thread)   └──> game 64 ...
 
+Two things make a batch of long games cheap on a CPU. A prefix cache keeps each game's attention
+keys and values between turns, so a turn costs only its new tokens. And each batch's cache is
+allocated once, with attention reading the grouped key/value heads in place: transformers'
+defaults copy the whole cache at every token, twice over.
+
 It also keeps each conversation as token ids, turn by turn, which GRPO needs (the rollout bridge
 uses this same client with the model being trained). `LocalModel` loads a checkpoint and gives a
 client with the same interface as `course_lib.serving.Server`, so notebooks use either alike.
@@ -200,8 +205,7 @@ def sample_batch(model, tokenizer, prompts: list[list[int]], sampling: dict, wit
     past = DynamicCache(config=model.config)
     past.layers = [PreallocatedLayer(width_done + width_rest + sampling["max_tokens"]) for _ in past.layers]
     if width_done:
-        for layer, (keys, values) in zip(past.layers, _batch_cache(cached, width_done, model.dtype)):
-            layer.update(keys, values)
+        _fill_cache(past.layers, cached, width_done)
     with torch.inference_mode():
         out = model.generate(
             input_ids=torch.tensor(input_ids, device=model.device),
@@ -232,21 +236,19 @@ def sample_batch(model, tokenizer, prompts: list[list[int]], sampling: dict, wit
     return results, caches
 
 
-def _batch_cache(cached, width: int, dtype):
-    """Per-prompt caches of different lengths as one batch, left-padded with zeros to `width`."""
+def _fill_cache(layers, cached, width: int) -> None:
+    """Write per-prompt caches of different lengths into a batch's empty layers, left-padded with
+    zeros to `width`, straight into their buffers (no batch-sized copy in between)."""
     example = next(kv for kv in cached if kv is not None)
     heads, _, head_dim = example[0][0].shape
-    layers = []
-    for layer in range(len(example)):
-        batch_keys = torch.zeros(len(cached), heads, width, head_dim, dtype=dtype, device=example[0][0].device)
-        batch_values = torch.zeros_like(batch_keys)
-        for i, kv in enumerate(cached):
+    for index, layer in enumerate(layers):
+        zeros = example[index][0].new_zeros(len(cached), heads, width, head_dim)
+        layer.update(zeros, zeros)  # allocates the layer's buffers
+        for row, kv in enumerate(cached):
             if kv is not None:
-                length = kv[layer][0].shape[1]
-                batch_keys[i, :, width - length:] = kv[layer][0]
-                batch_values[i, :, width - length:] = kv[layer][1]
-        layers.append((batch_keys, batch_values))
-    return layers
+                length = kv[index][0].shape[1]
+                layer.key_buffer[row, :, width - length:width] = kv[index][0]
+                layer.value_buffer[row, :, width - length:width] = kv[index][1]
 
 
 class PreallocatedLayer(DynamicLayer):
