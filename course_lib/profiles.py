@@ -121,7 +121,8 @@ PROFILES = {
     "gpu": replace(
         _BASE,
         name="gpu",
-        description="one GPU (Colab T4 16 GB or better): a 1.2B hub model served by vLLM",
+        description="one GPU (Colab T4 16 GB or better): a 1.2B hub model served by vLLM "
+                    "(not yet run by the course team: budgets are untested estimates)",
         model="LiquidAI/LFM2-1.2B",
         server="vllm",
         server_start_timeout_s=600,
@@ -150,7 +151,8 @@ PROFILES = {
     "full": replace(
         _BASE,
         name="full",
-        description="a GPU box with several GPUs: a 2.6B hub model, vLLM server + accelerate",
+        description="a GPU box with several GPUs: a 2.6B hub model, vLLM server + accelerate "
+                    "(not yet run by the course team: budgets are untested estimates)",
         model="LiquidAI/LFM2-2.6B",
         server="vllm",
         server_start_timeout_s=900,
