@@ -200,10 +200,10 @@ def sample_batch(model, tokenizer, prompts: list[list[int]], sampling: dict, wit
     for ids, length, rest in zip(prompts, done, rests):
         input_ids.append([pad] * (width_done - length) + ids[:length] + [pad] * (width_rest - rest) + ids[length:])
         attention_mask.append([0] * (width_done - length) + [1] * length + [0] * (width_rest - rest) + [1] * rest)
-    # transformers' DynamicCache copies the whole cache at every token (torch.cat); this one is
-    # allocated once, for the longest sequence this batch can reach.
     past = DynamicCache(config=model.config)
-    past.layers = [PreallocatedLayer(width_done + width_rest + sampling["max_tokens"]) for _ in past.layers]
+    capacity = width_done + width_rest + sampling["max_tokens"]
+    # Attention layers only: others (e.g. LFM2's convolution states) keep the layer the model needs.
+    past.layers = [PreallocatedLayer(capacity) if type(layer) is DynamicLayer else layer for layer in past.layers]
     if width_done:
         _fill_cache(past.layers, cached, width_done)
     with torch.inference_mode():
@@ -252,7 +252,8 @@ def _fill_cache(layers, cached, width: int) -> None:
 
 
 class PreallocatedLayer(DynamicLayer):
-    """A DynamicLayer that writes each new token into buffers sized once for the whole generation."""
+    """A DynamicLayer that writes each new token into buffers sized once for the whole generation,
+    where DynamicLayer copies its whole cache to append one token (torch.cat)."""
 
     def __init__(self, capacity: int):
         super().__init__()

@@ -169,3 +169,30 @@ def test_fast_generation_picks_the_same_tokens_as_stock_transformers():
                 for ids in out[:, width:].tolist()]
     assert model.network.config._attn_implementation != "sdpa"  # the fast path is the one tested
     assert [completion for completion, _ in sample_batch(model.network, tokenizer, prompts, greedy)] == expected
+
+
+def test_fast_generation_keeps_the_cache_layers_of_other_architectures():
+    """Catches: a hybrid model's convolution-state layers (LFM2, the GPU profiles' model family)
+    replaced by the preallocated attention cache, which breaks its generation."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from transformers.models.lfm2.configuration_lfm2 import Lfm2Config
+
+    from course_lib.local_model import register_grouped_query_sdpa, sample_batch
+
+    config = Lfm2Config(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                        num_attention_heads=4, num_key_value_heads=2, pad_token_id=0, eos_token_id=1,
+                        layer_types=["conv", "full_attention", "conv", "full_attention"])
+    torch.manual_seed(0)
+    stock = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
+    fast = AutoModelForCausalLM.from_config(config, attn_implementation=register_grouped_query_sdpa()).eval()
+    fast.load_state_dict(stock.state_dict())
+    tokenizer = type("Tokenizer", (), {"pad_token_id": 0, "eos_token_id": 1})()
+    prompts = [[5, 6, 7, 8, 9], [10, 11, 12]]
+    with torch.inference_mode():
+        out = stock.generate(input_ids=torch.tensor([prompts[0], [0, 0] + prompts[1]]),
+                             attention_mask=torch.tensor([[1] * 5, [0, 0, 1, 1, 1]]), do_sample=False,
+                             max_new_tokens=6, pad_token_id=0, eos_token_id=1)
+    expected = [ids[:ids.index(1) + 1] if 1 in ids else ids for ids in out[:, 5:].tolist()]
+    greedy = {"max_tokens": 6, "temperature": 1e-6, "top_p": 1.0}
+    assert [completion for completion, _ in sample_batch(fast, tokenizer, prompts, greedy)] == expected
