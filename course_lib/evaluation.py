@@ -49,7 +49,7 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
 
 def turn_sampling_args(profile, **overrides) -> dict:
     """Sampling for one model turn: the profile's token budget per turn (temperature: the server's default)."""
-    return {"max_tokens": profile.ttt_max_tokens_per_turn, **overrides}
+    return {"max_tokens": profile.eval.max_tokens_per_turn, **overrides}
 
 
 # --- Games ---------------------------------------------------------------------------------

@@ -30,28 +30,28 @@ def grpo_config(profile: Profile, output_dir: Path, reward_weights: list[float],
 
     capability = cuda_capability()
     dtype = precision(capability)
-    rollouts_per_step = profile.grpo_prompts_per_step * profile.grpo_num_generations
+    rollouts_per_step = profile.grpo.prompts_per_step * profile.grpo.num_generations
     processes = int(os.environ.get("WORLD_SIZE", 1))  # set by accelerate launch
-    if rollouts_per_step % (profile.grpo_micro_batch_size * processes):
+    if rollouts_per_step % (profile.grpo.micro_batch_size * processes):
         raise ValueError(f"{rollouts_per_step} rollouts per step do not split into micro-batches of "
-                         f"{profile.grpo_micro_batch_size} on {processes} processes: change "
-                         "grpo_prompts_per_step, grpo_micro_batch_size or the number of GPUs")
+                         f"{profile.grpo.micro_batch_size} on {processes} processes: change "
+                         "grpo.prompts_per_step, grpo.micro_batch_size or the number of GPUs")
     settings = dict(
         output_dir=str(output_dir),
-        max_steps=profile.grpo_max_steps,
-        num_generations=profile.grpo_num_generations,
-        per_device_train_batch_size=profile.grpo_micro_batch_size,
-        gradient_accumulation_steps=rollouts_per_step // (profile.grpo_micro_batch_size * processes),
-        learning_rate=profile.grpo_learning_rate,
+        max_steps=profile.grpo.max_steps,
+        num_generations=profile.grpo.num_generations,
+        per_device_train_batch_size=profile.grpo.micro_batch_size,
+        gradient_accumulation_steps=rollouts_per_step // (profile.grpo.micro_batch_size * processes),
+        learning_rate=profile.grpo.learning_rate,
         loss_type=LOSS_TYPE,
         scale_rewards=SCALE_REWARDS,
         reward_weights=reward_weights,
-        temperature=1.0,  # explore: every rollout of a group must be able to differ
+        temperature=profile.grpo.temperature,  # explore: every rollout of a group must be able to differ
         top_p=1.0,
-        max_completion_length=profile.grpo_max_tokens_per_turn,
+        max_completion_length=profile.grpo.max_tokens_per_turn,
         shuffle_dataset=False,  # keep the environment's stratified blocks (one bucket per prompt)
         logging_steps=1,
-        save_steps=max(1, profile.grpo_max_steps // 4),
+        save_steps=max(1, profile.grpo.max_steps // 4),
         save_total_limit=2,
         report_to="none",
         seed=0,
@@ -59,8 +59,8 @@ def grpo_config(profile: Profile, output_dir: Path, reward_weights: list[float],
         bf16=dtype == "bfloat16",
         fp16=dtype == "float16",  # a colocated vLLM picks float16 itself where bfloat16 is unsupported
         gradient_checkpointing=capability is not None,
-        use_vllm=bool(profile.grpo_vllm_mode),
-        vllm_mode=profile.grpo_vllm_mode or "colocate",
+        use_vllm=bool(profile.grpo.vllm_mode),
+        vllm_mode=profile.grpo.vllm_mode or "colocate",
         vllm_gpu_memory_utilization=0.35,
         vllm_enable_sleep_mode=False,  # it would re-push the weights every turn
     )
@@ -75,23 +75,23 @@ def build_grpo_trainer(profile: Profile, env, model_path: str, output_dir: Path,
     from trl import GRPOTrainer
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    env.set_max_total_completion_tokens(profile.grpo_max_episode_tokens)
+    env.set_max_total_completion_tokens(profile.grpo.max_episode_tokens)
     dataset = env.get_dataset()
     reward_functions, reward_weights = rollout_bridge.trl_reward_functions(env)
-    generate_batch = rollout_bridge.vllm_generate_batch if profile.grpo_vllm_mode else rollout_bridge.hf_generate_batch
+    generate_batch = rollout_bridge.vllm_generate_batch if profile.grpo.vllm_mode else rollout_bridge.hf_generate_batch
     capability = cuda_capability()
     # On CPU, the attention that reads grouped key/value heads in place (see local_model)
     attention = register_grouped_query_sdpa() if capability is None else None
     return GRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(model_path, dtype=training_dtype(capability, profile.grpo_use_lora),
+        model=AutoModelForCausalLM.from_pretrained(model_path, dtype=training_dtype(capability, profile.grpo.use_lora),
                                                    attn_implementation=attention),
         processing_class=tokenizer,
         reward_funcs=reward_functions,
         args=grpo_config(profile, output_dir, reward_weights, **config_overrides),
         train_dataset=rollout_bridge.trl_prompt_dataset(dataset),
-        peft_config=lora_config(profile.grpo_use_lora, rank=8),
+        peft_config=lora_config(profile.grpo.use_lora, rank=8),
         rollout_func=rollout_bridge.make_rollout_func(
-            env, dataset, tokenizer, generate_batch, profile.grpo_max_tokens_per_turn, stats),
+            env, dataset, tokenizer, generate_batch, profile.grpo.max_tokens_per_turn, stats),
         callbacks=callbacks,
     )
 
@@ -128,12 +128,14 @@ def latest_checkpoint(output_dir: Path) -> str | None:
 
 
 def training_environment(profile: Profile, seed: int = 0):
-    """The tic-tac-toe environment as GRPO sees it: opponent skill stratified over 0.2-0.7
-    (the original course's first run), one skill bucket per prompt of a step, and at most 6
-    answers per game (5 moves finish any game; more only burns tokens on invalid answers)."""
+    """The tic-tac-toe environment as GRPO sees it: opponent skill stratified over the profile's
+    range (0.2-0.7 in every profile: the original course's first run), one skill bucket per prompt
+    of a step, and at most 6 answers per game (5 moves finish any game; more only burns tokens on
+    invalid answers)."""
     from tictactoe import MAX_TURNS, load_environment
 
     return load_environment(
-        num_train_examples=profile.grpo_max_steps * profile.grpo_prompts_per_step,
-        num_eval_examples=0, min_random_move_prob=0.2, max_random_move_prob=0.7,
-        num_groups=profile.grpo_prompts_per_step, max_turns=MAX_TURNS, seed=seed)
+        num_train_examples=profile.grpo.max_steps * profile.grpo.prompts_per_step,
+        num_eval_examples=0, min_random_move_prob=profile.grpo.min_random_move_prob,
+        max_random_move_prob=profile.grpo.max_random_move_prob,
+        num_groups=profile.grpo.prompts_per_step, max_turns=MAX_TURNS, seed=seed)

@@ -21,6 +21,51 @@ EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
 
 
 @dataclass(frozen=True)
+class ChatBudget:  # 00: first chat
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class EnvBudget:  # 02-05: the small environments and the environment checks
+    num_examples: int
+    rollouts_per_example: int
+    max_tokens: int  # per model turn
+    temperature: float
+    check_replies: int  # fuzzed replies per environment check (course_lib/check_environment.py)
+
+
+@dataclass(frozen=True)
+class EvalBudget:  # 05-06, 08-10: tic-tac-toe evaluation, the same seeded games for every model
+    games: int  # per opponent
+    max_tokens_per_turn: int
+
+
+@dataclass(frozen=True)
+class SFTBudget:  # 07-08: SFT data and warm-up
+    num_games: int
+    epochs: float
+    learning_rate: float
+    batch_size: int
+    use_lora: bool
+
+
+@dataclass(frozen=True)
+class GRPOBudget:  # 09: rollouts per step = prompts_per_step x num_generations
+    max_steps: int
+    prompts_per_step: int  # = num_groups: one prompt per opponent-skill bucket
+    num_generations: int
+    micro_batch_size: int  # episodes per forward/backward pass: lower it if out of memory
+    max_tokens_per_turn: int
+    max_episode_tokens: int
+    learning_rate: float
+    temperature: float  # above 0 so that the games of a group can differ
+    min_random_move_prob: float  # the opponents' skill range
+    max_random_move_prob: float
+    use_lora: bool
+    vllm_mode: str  # "" = transformers generate, "colocate" or "server"
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     description: str
@@ -28,33 +73,12 @@ class Profile:
     server: str  # "transformers" (CPU, or a GPU without vLLM) or "vllm"
     server_start_timeout_s: int
     request_timeout_s: int
-    # 00: first chat
-    chat_max_tokens: int
-    # 02-04: small environments (examples x rollouts, tokens per model turn)
-    env_num_examples: int
-    env_rollouts_per_example: int
-    env_max_tokens: int
     max_concurrent: int  # requests in flight; on a CPU, the largest batch the local model answers at once
-    check_replies: int  # 04-05: fuzzed replies per environment check (course_lib/check_environment.py)
-    # 05-06: tic-tac-toe evaluation (games per opponent, tokens per model turn)
-    ttt_eval_games: int
-    ttt_max_tokens_per_turn: int
-    # 07-08: SFT data and warm-up
-    sft_num_games: int
-    sft_epochs: float
-    sft_learning_rate: float
-    sft_batch_size: int
-    sft_use_lora: bool
-    # 09: GRPO (rollouts per step = prompts_per_step x num_generations)
-    grpo_max_steps: int
-    grpo_prompts_per_step: int  # = num_groups: one prompt per opponent-skill bucket
-    grpo_num_generations: int
-    grpo_micro_batch_size: int  # episodes per forward/backward pass: lower it if out of memory
-    grpo_max_tokens_per_turn: int
-    grpo_max_episode_tokens: int
-    grpo_learning_rate: float
-    grpo_use_lora: bool
-    grpo_vllm_mode: str  # "" = transformers generate, "colocate" or "server"
+    chat: ChatBudget
+    env: EnvBudget
+    eval: EvalBudget
+    sft: SFTBudget
+    grpo: GRPOBudget
 
     @property
     def model_name(self) -> str:
@@ -62,7 +86,23 @@ class Profile:
         return self.model.split(":")[-1].split("/")[-1]
 
     def as_table(self) -> dict:
-        return asdict(self)
+        """Every setting under its dotted name ("grpo.max_steps"), the name `with_settings` takes."""
+        return {f"{key}.{field}" if isinstance(value, dict) else key: inner
+                for key, value in asdict(self).items()
+                for field, inner in (value.items() if isinstance(value, dict) else [(None, value)])}
+
+    def with_settings(self, **settings) -> "Profile":
+        """This profile with dotted settings changed: `profile.with_settings(**{"grpo.max_steps": 20})`."""
+        table = self.as_table()
+        profile = self
+        for name, value in settings.items():
+            if name not in table:
+                raise ValueError(f"no profile setting {name!r}; settings: {', '.join(table)}")
+            section, _, field = name.rpartition(".")
+            if section:
+                value = replace(getattr(profile, section), **{field: value})
+            profile = replace(profile, **{section or field: value})
+        return profile
 
 
 _BASE = Profile(
@@ -72,112 +112,97 @@ _BASE = Profile(
     server="transformers",
     server_start_timeout_s=180,
     request_timeout_s=600,
-    chat_max_tokens=64,
-    env_num_examples=20,
-    env_rollouts_per_example=3,
-    env_max_tokens=192,
     max_concurrent=32,
-    check_replies=2_000,  # about 20 s per environment on 2 cores
-    ttt_eval_games=20,  # per opponent, the same games for every model; intervals about +-20 points
-    ttt_max_tokens_per_turn=56,  # the expert's answers, which SFT teaches, are at most 54 tokens
-    sft_num_games=300,
-    sft_epochs=2,
-    sft_learning_rate=5e-5,
-    sft_batch_size=8,
-    sft_use_lora=False,
-    grpo_max_steps=10,
-    grpo_prompts_per_step=2,
-    grpo_num_generations=8,
-    grpo_micro_batch_size=4,
-    grpo_max_tokens_per_turn=56,
-    grpo_max_episode_tokens=352,
-    grpo_learning_rate=5e-6,
-    grpo_use_lora=False,
-    grpo_vllm_mode="",
+    chat=ChatBudget(max_tokens=64),
+    env=EnvBudget(num_examples=20, rollouts_per_example=3, max_tokens=192, temperature=0.7,
+                  check_replies=2_000),  # about 20 s per environment on 2 cores
+    # 20 games per opponent: intervals about +-20 points
+    # 56 tokens per turn: the expert's answers, which SFT teaches, are at most 54 tokens
+    eval=EvalBudget(games=20, max_tokens_per_turn=56),
+    sft=SFTBudget(num_games=300, epochs=2.0, learning_rate=5e-5, batch_size=8, use_lora=False),
+    # the opponents' skill range is the original course's first run
+    grpo=GRPOBudget(max_steps=10, prompts_per_step=2, num_generations=8, micro_batch_size=4,
+                    max_tokens_per_turn=56, max_episode_tokens=352, learning_rate=5e-6, temperature=1.0,
+                    min_random_move_prob=0.2, max_random_move_prob=0.7, use_lora=False, vllm_mode=""),
 )
 
 PROFILES = {
-    "smoke": replace(
-        _BASE,
-        name="smoke",
-        description="CI: proves every cell runs, with tiny budgets (numbers mean nothing)",
-        chat_max_tokens=24,
-        env_num_examples=2,
-        env_rollouts_per_example=2,
-        env_max_tokens=48,
-        check_replies=200,
-        ttt_eval_games=2,
-        ttt_max_tokens_per_turn=16,
-        sft_num_games=16,
-        sft_epochs=0.25,  # 2 steps of 2 games
-        sft_batch_size=2,
-        grpo_max_steps=2,
-        grpo_num_generations=2,
-        grpo_micro_batch_size=2,
-        grpo_max_tokens_per_turn=16,
-        grpo_max_episode_tokens=48,  # about 3 turns: each step's games cost seconds, not minutes
-    ),
+    "smoke": _BASE.with_settings(**{
+        "name": "smoke",
+        "description": "CI: proves every cell runs, with tiny budgets (numbers mean nothing)",
+        "chat.max_tokens": 24,
+        "env.num_examples": 2,
+        "env.rollouts_per_example": 2,
+        "env.max_tokens": 48,
+        "env.check_replies": 200,
+        "eval.games": 2,
+        "eval.max_tokens_per_turn": 16,
+        "sft.num_games": 16,
+        "sft.epochs": 0.25,  # 2 steps of 2 games
+        "sft.batch_size": 2,
+        "grpo.max_steps": 2,
+        "grpo.num_generations": 2,
+        "grpo.micro_batch_size": 2,
+        "grpo.max_tokens_per_turn": 16,
+        "grpo.max_episode_tokens": 48,  # about 3 turns: each step's games cost seconds, not minutes
+    }),
     "cpu": _BASE,
-    "gpu": replace(
-        _BASE,
-        name="gpu",
-        description="one GPU (Colab T4 16 GB or better): a 1.2B hub model served by vLLM "
-                    "(not yet run by the course team: budgets are untested estimates)",
-        model="LiquidAI/LFM2-1.2B",
-        server="vllm",
-        server_start_timeout_s=600,
-        chat_max_tokens=256,
-        env_num_examples=100,
-        env_rollouts_per_example=4,
-        env_max_tokens=512,
-        max_concurrent=64,
-        check_replies=10_000,
-        ttt_eval_games=200,
-        ttt_max_tokens_per_turn=256,
-        sft_num_games=1000,
-        sft_epochs=2,
-        sft_learning_rate=2e-4,
-        sft_batch_size=16,
-        sft_use_lora=True,
-        grpo_max_steps=200,
-        grpo_prompts_per_step=32,  # 256 rollouts per step
-        grpo_micro_batch_size=8,
-        grpo_max_tokens_per_turn=256,
-        grpo_max_episode_tokens=1536,
-        grpo_learning_rate=1e-5,
-        grpo_use_lora=True,
-        grpo_vllm_mode="colocate",
-    ),
-    "full": replace(
-        _BASE,
-        name="full",
-        description="a GPU box with several GPUs: a 2.6B hub model, vLLM server + accelerate "
-                    "(not yet run by the course team: budgets are untested estimates)",
-        model="LiquidAI/LFM2-2.6B",
-        server="vllm",
-        server_start_timeout_s=900,
-        chat_max_tokens=256,
-        env_num_examples=200,
-        env_rollouts_per_example=8,
-        env_max_tokens=1024,
-        max_concurrent=128,
-        check_replies=10_000,
-        ttt_eval_games=500,
-        ttt_max_tokens_per_turn=512,
-        sft_num_games=2000,
-        sft_epochs=2,
-        sft_learning_rate=2e-4,
-        sft_batch_size=32,
-        sft_use_lora=True,
-        grpo_max_steps=500,
-        grpo_prompts_per_step=48,  # 384 rollouts: splits evenly over 3 training GPUs x 8 x 16
-        grpo_micro_batch_size=8,
-        grpo_max_tokens_per_turn=512,
-        grpo_max_episode_tokens=3072,
-        grpo_learning_rate=1e-5,
-        grpo_use_lora=True,
-        grpo_vllm_mode="server",
-    ),
+    "gpu": _BASE.with_settings(**{
+        "name": "gpu",
+        "description": "one GPU (Colab T4 16 GB or better): a 1.2B hub model served by vLLM "
+                       "(not yet run by the course team: budgets are untested estimates)",
+        "model": "LiquidAI/LFM2-1.2B",
+        "server": "vllm",
+        "server_start_timeout_s": 600,
+        "max_concurrent": 64,
+        "chat.max_tokens": 256,
+        "env.num_examples": 100,
+        "env.rollouts_per_example": 4,
+        "env.max_tokens": 512,
+        "env.check_replies": 10_000,
+        "eval.games": 200,
+        "eval.max_tokens_per_turn": 256,
+        "sft.num_games": 1000,
+        "sft.learning_rate": 2e-4,
+        "sft.batch_size": 16,
+        "sft.use_lora": True,
+        "grpo.max_steps": 200,
+        "grpo.prompts_per_step": 32,  # 256 rollouts per step
+        "grpo.micro_batch_size": 8,
+        "grpo.max_tokens_per_turn": 256,
+        "grpo.max_episode_tokens": 1536,
+        "grpo.learning_rate": 1e-5,
+        "grpo.use_lora": True,
+        "grpo.vllm_mode": "colocate",
+    }),
+    "full": _BASE.with_settings(**{
+        "name": "full",
+        "description": "a GPU box with several GPUs: a 2.6B hub model, vLLM server + accelerate "
+                       "(not yet run by the course team: budgets are untested estimates)",
+        "model": "LiquidAI/LFM2-2.6B",
+        "server": "vllm",
+        "server_start_timeout_s": 900,
+        "max_concurrent": 128,
+        "chat.max_tokens": 256,
+        "env.num_examples": 200,
+        "env.rollouts_per_example": 8,
+        "env.max_tokens": 1024,
+        "env.check_replies": 10_000,
+        "eval.games": 500,
+        "eval.max_tokens_per_turn": 512,
+        "sft.num_games": 2000,
+        "sft.learning_rate": 2e-4,
+        "sft.batch_size": 32,
+        "sft.use_lora": True,
+        "grpo.max_steps": 500,
+        "grpo.prompts_per_step": 48,  # 384 rollouts: splits evenly over 3 training GPUs x 8 x 16
+        "grpo.micro_batch_size": 8,
+        "grpo.max_tokens_per_turn": 512,
+        "grpo.max_episode_tokens": 3072,
+        "grpo.learning_rate": 1e-5,
+        "grpo.use_lora": True,
+        "grpo.vllm_mode": "server",
+    }),
 }
 
 
@@ -223,7 +248,7 @@ def get_profile(name: str | None = None) -> Profile:
     _say_once(f"{reason}: the {name!r} profile serves with `transformers serve --device cuda "
               "--continuous-batching` and GRPO generates with transformers. That works; vLLM would be "
               f"several times faster ({INSTALL_VLLM}, Linux + NVIDIA GPU).")
-    return replace(profile, server="transformers", grpo_vllm_mode="")
+    return profile.with_settings(**{"server": "transformers", "grpo.vllm_mode": ""})
 
 
 @functools.cache

@@ -28,7 +28,7 @@ DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "tictactoe_sft"
 GAMES_FILE = "games.jsonl"
 TEACHER_SEED = 0  # the environment's seed for the teacher's games ("train" split: never an evaluation game)
 MAX_LENGTH = 1024  # tokens per conversation; a whole game is 460-640 tokens with SmolLM2's tokenizer
-CPU_MICRO_BATCH = 2  # conversations per forward pass on CPU (memory); gradients accumulate to sft_batch_size
+CPU_MICRO_BATCH = 2  # conversations per forward pass on CPU (memory); gradients accumulate to sft.batch_size
 
 
 # --- 1. The teacher plays through the environment ------------------------------------------
@@ -188,13 +188,13 @@ def sft_config(profile: Profile, output_dir: Path, **overrides):
 
     capability = cuda_capability()
     dtype = precision(capability)
-    micro_batch = profile.sft_batch_size if capability else min(profile.sft_batch_size, CPU_MICRO_BATCH)
+    micro_batch = profile.sft.batch_size if capability else min(profile.sft.batch_size, CPU_MICRO_BATCH)
     settings = dict(
         output_dir=str(output_dir),
-        num_train_epochs=profile.sft_epochs,
-        learning_rate=profile.sft_learning_rate,
+        num_train_epochs=profile.sft.epochs,
+        learning_rate=profile.sft.learning_rate,
         per_device_train_batch_size=micro_batch,
-        gradient_accumulation_steps=max(1, profile.sft_batch_size // micro_batch),
+        gradient_accumulation_steps=max(1, profile.sft.batch_size // micro_batch),
         lr_scheduler_type="cosine",
         warmup_steps=0.1,  # a float below 1 is a share of the steps
         assistant_only_loss=True,  # needs {% generation %} markers: see training_chat_template
@@ -233,11 +233,11 @@ def build_sft_trainer(profile: Profile, dataset, model_path: str, output_dir: Pa
         tokenizer.chat_template = template
     return SFTTrainer(
         model=AutoModelForCausalLM.from_pretrained(
-            model_path, dtype=training_dtype(cuda_capability(), profile.sft_use_lora)),
+            model_path, dtype=training_dtype(cuda_capability(), profile.sft.use_lora)),
         args=sft_config(profile, output_dir, **config_overrides),
         train_dataset=dataset.select_columns(["messages"]),
         processing_class=tokenizer,
-        peft_config=lora_config(profile.sft_use_lora),
+        peft_config=lora_config(profile.sft.use_lora),
         callbacks=callbacks,
     )
 
@@ -303,6 +303,6 @@ def final_checkpoint(profile: Profile | None = None) -> Path:
 if __name__ == "__main__":
     import asyncio
 
-    games = get_profile("cpu").sft_num_games
+    games = get_profile("cpu").sft.num_games
     kept, dropped = asyncio.run(make_expert_dataset(games, DATA_DIR))
     print(f"{games} expert games played, {len(kept)} kept in {DATA_DIR / GAMES_FILE}; dropped: {dropped}")

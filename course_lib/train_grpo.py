@@ -21,12 +21,11 @@ same N games per opponent and appends one row to `sweep.csv` beside the run's fo
 minutes of training, outcome rates, paired p-values):
 
     python -m course_lib.train_grpo --profile cpu --output-dir outputs/cpu/grpo_sweep/lr2e-5 \
-        --set grpo_learning_rate=2e-5 --set grpo_max_steps=20 --evaluate 100
+        --set grpo.learning_rate=2e-5 --set grpo.max_steps=20 --evaluate 100
 """
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import time
 from pathlib import Path
@@ -45,16 +44,17 @@ def default_model(profile) -> str:
 
 
 def with_settings(profile, settings: list[str]):
-    """The profile with `field=value` pairs applied, each value read as the field's type."""
-    fields = {field.name: field for field in dataclasses.fields(profile)}
+    """The profile with `name=value` pairs applied (dotted names, "grpo.max_steps=20"), each value
+    read as the setting's type."""
+    table = profile.as_table()
     changes = {}
     for setting in settings:
         name, _, value = setting.partition("=")
-        if name not in fields:
-            raise SystemExit(f"--set {setting}: no profile field {name!r}; fields: {', '.join(fields)}")
-        kind = type(getattr(profile, name))
+        if name not in table:
+            raise SystemExit(f"--set {setting}: no profile setting {name!r}; settings: {', '.join(table)}")
+        kind = type(table[name])
         changes[name] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
-    return dataclasses.replace(profile, **changes)
+    return profile.with_settings(**changes)
 
 
 def evaluate_before_after(profile, start: str, final: str, games: int, out: Path) -> dict:
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", help="checkpoint or Hub id to start from")
     parser.add_argument("--output-dir", type=Path, help="default: outputs/<profile>/grpo")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="change a profile field for this run, e.g. grpo_learning_rate=2e-5 (repeatable)")
+                        help="change a profile field for this run, e.g. grpo.learning_rate=2e-5 (repeatable)")
     parser.add_argument("--evaluate", type=int, metavar="N",
                         help="then play start and trained model on the same N games per opponent (one process only)")
     args = parser.parse_args(argv)

@@ -113,7 +113,7 @@ def test_colab_gpu_where_vllm_does_not_install_falls_back_to_transformers(machin
     assert "vLLM is not installed: the 'gpu' profile serves with `transformers serve --device cuda" in out
     assert "vLLM would be several times faster" in out
     assert "bfloat16 (compute capability 8.0), served by transformers serve" in out
-    assert profiles.get_profile().grpo_vllm_mode == ""  # GRPO generates with transformers too
+    assert profiles.get_profile().grpo.vllm_mode == ""  # GRPO generates with transformers too
 
 
 def test_gpu_older_than_vllm_supports_gets_no_vllm_install(machine, colab, capsys):

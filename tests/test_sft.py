@@ -59,7 +59,7 @@ def test_shipped_dataset_schema_and_filters():
     rows = [json.loads(line) for line in (sft.DATA_DIR / sft.GAMES_FILE).read_text().splitlines()]
     meta = json.loads((sft.DATA_DIR / "meta.json").read_text())
     assert len(rows) == meta["games_kept"] == meta["games_played"] - sum(meta["dropped"].values())
-    assert meta["games_played"] == get_profile("cpu").sft_num_games
+    assert meta["games_played"] == get_profile("cpu").sft.num_games
     assert len(rows) >= 180  # a couple of hundred distinct games
     for row in rows:
         assert set(row) == EXPECTED_KEYS
@@ -269,7 +269,7 @@ def test_sft_config_fits_the_profile():
     profile = get_profile("cpu")
     config = sft.sft_config(profile, "/tmp/unused")
     assert config.use_cpu and not config.bf16 and config.assistant_only_loss
-    assert config.per_device_train_batch_size * config.gradient_accumulation_steps == profile.sft_batch_size
-    assert config.learning_rate == profile.sft_learning_rate and config.num_train_epochs == profile.sft_epochs
-    assert sft.lora_config(profile.sft_use_lora) is None
-    assert all(sft.lora_config(PROFILES[name].sft_use_lora) is not None for name in ("gpu", "full"))
+    assert config.per_device_train_batch_size * config.gradient_accumulation_steps == profile.sft.batch_size
+    assert config.learning_rate == profile.sft.learning_rate and config.num_train_epochs == profile.sft.epochs
+    assert sft.lora_config(profile.sft.use_lora) is None
+    assert all(sft.lora_config(PROFILES[name].sft.use_lora) is not None for name in ("gpu", "full"))
