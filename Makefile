@@ -12,8 +12,9 @@ install:
 course: install
 	COURSE_PROFILE=$(PROFILE) $(PYTHON) -m course_lib.run_notebooks
 
-# Lint (ruff check: errors, imports, likely bugs; not formatting), then unit tests and every
+# Lint (ruff check: errors, imports, likely bugs) and layout (ruff format --check), then unit tests and every
 # notebook under nbmake, in the smoke profile.
 test: install
 	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
 	COURSE_PROFILE=smoke $(PYTHON) -m pytest tests notebooks --nbmake --nbmake-timeout=900

@@ -49,16 +49,29 @@ async def play(llm, games: int, concurrency: int, max_tokens: int, max_turns: in
 
     env = eval_environment("random", games, seed=1, max_turns=max_turns)
     start = time.perf_counter()
-    results = await env.evaluate(llm.client, llm.model, sampling_args={"max_tokens": max_tokens}, num_examples=-1,
-                                 rollouts_per_example=1, max_concurrent=concurrency, state_columns=["model_turns"])
+    results = await env.evaluate(
+        llm.client,
+        llm.model,
+        sampling_args={"max_tokens": max_tokens},
+        num_examples=-1,
+        rollouts_per_example=1,
+        max_concurrent=concurrency,
+        state_columns=["model_turns"],
+    )
     seconds = time.perf_counter() - start
     outputs = results["outputs"]
     tokens = sum((o.get("token_usage") or {}).get("output_tokens", 0) for o in outputs)
     answers = sum(o["model_turns"] for o in outputs)
     errors = sum(o.get("error") is not None for o in outputs)
-    return {"games": games, "seconds": round(seconds, 1), "tokens/s": round(tokens / seconds, 1),
-            "answers/min": round(60 * answers / seconds, 1), "games/min": round(60 * games / seconds, 2),
-            "tokens/answer": round(tokens / max(answers, 1), 1), "errors": errors}
+    return {
+        "games": games,
+        "seconds": round(seconds, 1),
+        "tokens/s": round(tokens / seconds, 1),
+        "answers/min": round(60 * answers / seconds, 1),
+        "games/min": round(60 * games / seconds, 2),
+        "tokens/answer": round(tokens / max(answers, 1), 1),
+        "errors": errors,
+    }
 
 
 def main(argv=None):
@@ -87,17 +100,22 @@ def main(argv=None):
 
     with torch.device("meta"):
         params = sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())
-    print(f"{os.cpu_count()} CPU cores, {torch.get_num_threads()} torch threads; fp32 matmul {gflops:.0f} GFLOP/s; "
-          f"{params / 1e6:.0f}M parameters -> compute limit ~{gflops * 1e9 / (2 * params):.0f} tokens/s "
-          "(decoding only; every prompt token costs as much again)")
+    print(
+        f"{os.cpu_count()} CPU cores, {torch.get_num_threads()} torch threads; fp32 matmul {gflops:.0f} GFLOP/s; "
+        f"{params / 1e6:.0f}M parameters -> compute limit ~{gflops * 1e9 / (2 * params):.0f} tokens/s "
+        "(decoding only; every prompt token costs as much again)"
+    )
     rows = []
     for way in args.ways:
         llm = open_way(way, model_path)
         try:
             for concurrency in args.concurrency:
                 games = args.games or max(concurrency, 4)
-                row = {"way": way, "concurrency": concurrency,
-                       **asyncio.run(play(llm, games, concurrency, args.max_tokens, args.max_turns))}
+                row = {
+                    "way": way,
+                    "concurrency": concurrency,
+                    **asyncio.run(play(llm, games, concurrency, args.max_tokens, args.max_turns)),
+                }
                 print(row, flush=True)
                 rows.append(row)
         finally:

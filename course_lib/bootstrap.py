@@ -36,21 +36,27 @@ def setup() -> None:
         make_importable()
         replaced = install_once()
         if replaced:
-            print(f"The install replaced packages this runtime had already imported ({', '.join(replaced)}), "
-                  "so the runtime restarts now. When it is back, run the notebook again from the top "
-                  "(the install is not repeated).", flush=True)
+            print(
+                f"The install replaced packages this runtime had already imported ({', '.join(replaced)}), "
+                "so the runtime restarts now. When it is back, run the notebook again from the top "
+                "(the install is not repeated).",
+                flush=True,
+            )
             restart()
             return
     profile = get_profile()  # a GPU profile forced on a machine without a GPU stops here, with what to do
     forced = os.environ.get(PROFILE_VARIABLE)
     gpus = detect_hardware()["gpus"]
-    why = (f"{PROFILE_VARIABLE}={forced} is set" if forced
-           else f"picked from the hardware ({', '.join(gpus) or 'no GPU'})")
+    why = (
+        f"{PROFILE_VARIABLE}={forced} is set" if forced else f"picked from the hardware ({', '.join(gpus) or 'no GPU'})"
+    )
     capability = cuda_capability()
     card = f"compute capability {capability[0]}.{capability[1]}" if capability else "CPU"
     engine = "vLLM" if profile.server == "vllm" else "transformers serve"
-    print(f"Profile {profile.name!r}: {why}. Model {profile.model}, {precision(capability)} ({card}), "
-          f"served by {engine}. Force another with {PROFILE_VARIABLE}=smoke|cpu|gpu|full before starting Jupyter.")
+    print(
+        f"Profile {profile.name!r}: {why}. Model {profile.model}, {precision(capability)} ({card}), "
+        f"served by {engine}. Force another with {PROFILE_VARIABLE}=smoke|cpu|gpu|full before starting Jupyter."
+    )
 
 
 def make_importable() -> None:
@@ -76,17 +82,21 @@ def install_once() -> list[str]:
     if capability and capability >= VLLM_MIN_CAPABILITY:
         print("NVIDIA GPU found: installing vLLM, the fast engine for the gpu profile ...", flush=True)
         result = pip_install("-r", str(ROOT / "requirements-gpu.txt"))
-        print("vLLM installed." if result.returncode == 0 else
-              "vLLM did not install cleanly, so the gpu profile serves and generates with transformers "
-              f"(it works; vLLM would be faster). pip said:\n{result.stderr[-1000:]}")
+        print(
+            "vLLM installed."
+            if result.returncode == 0
+            else "vLLM did not install cleanly, so the gpu profile serves and generates with transformers "
+            f"(it works; vLLM would be faster). pip said:\n{result.stderr[-1000:]}"
+        )
     MARKER.parent.mkdir(parents=True, exist_ok=True)
     MARKER.write_text("installed\n")
     loaded = {name.partition(".")[0] for name in sys.modules}
     return replaced_modules(before, installed_versions(), loaded, importlib.metadata.packages_distributions())
 
 
-def replaced_modules(before: dict[str, str], after: dict[str, str], loaded: set[str],
-                     distributions: dict[str, list[str]]) -> list[str]:
+def replaced_modules(
+    before: dict[str, str], after: dict[str, str], loaded: set[str], distributions: dict[str, list[str]]
+) -> list[str]:
     """Imported top-level modules whose distribution changed version: this kernel runs their old code."""
     changed = {name for name, version in after.items() if before.get(name, version) != version}
     return sorted(m for m in loaded if any(d.lower() in changed for d in distributions.get(m, [])))
@@ -103,8 +113,12 @@ def pip_install(*args: str) -> subprocess.CompletedProcess:
 def nvidia_capability() -> tuple[int, int] | None:
     """The first GPU's compute capability from nvidia-smi (torch must not be imported before the install)."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=60).stdout.split()
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout.split()
     except (OSError, subprocess.TimeoutExpired):
         return None
     major, _, minor = (out or [""])[0].partition(".")
@@ -114,4 +128,3 @@ def nvidia_capability() -> tuple[int, int] | None:
 def restart() -> None:
     """Colab starts a fresh kernel when the old one dies: the usual way to restart it from code."""
     os.kill(os.getpid(), signal.SIGKILL)
-

@@ -45,17 +45,19 @@ def fuzz_text(rng: random.Random, tags: list[str], answer: str) -> str:
     tag = rng.choice(tags)
     size = rng.choices(SIZES, SIZE_WEIGHTS)[0]
     number = rng.choice(["0", "4", "8", "9", "-1", "+4", "04", "4.0", "1e3", "NaN", "9" * rng.choice([50, 5_000])])
-    return rng.choice([
-        lambda: filler(rng, size),
-        lambda: answer,
-        lambda: f"<{tag}>{answer}</{tag}>",
-        lambda: f"<{tag}>{number}</{tag}>",
-        lambda: f"<think>{filler(rng, size)}</think>\n<{tag}>{number}</{tag}>",
-        lambda: f"<{tag}>" + filler(rng, size),  # unclosed
-        lambda: f"<{tag}>" * max(size // 10, 1),  # repeated, unclosed
-        lambda: f"<{tag}>{number}</{tag}>" * max(size // 20, 1),  # repeated
-        lambda: f"</{tag}>{answer}<{tag}>",  # inside out
-    ])()
+    return rng.choice(
+        [
+            lambda: filler(rng, size),
+            lambda: answer,
+            lambda: f"<{tag}>{answer}</{tag}>",
+            lambda: f"<{tag}>{number}</{tag}>",
+            lambda: f"<think>{filler(rng, size)}</think>\n<{tag}>{number}</{tag}>",
+            lambda: f"<{tag}>" + filler(rng, size),  # unclosed
+            lambda: f"<{tag}>" * max(size // 10, 1),  # repeated, unclosed
+            lambda: f"<{tag}>{number}</{tag}>" * max(size // 20, 1),  # repeated
+            lambda: f"</{tag}>{answer}<{tag}>",  # inside out
+        ]
+    )()
 
 
 def fuzz_call(rng: random.Random, tools: dict[str, list[str]], text: str, call_id: str) -> vf.ToolCall:
@@ -63,9 +65,21 @@ def fuzz_call(rng: random.Random, tools: dict[str, list[str]], text: str, call_i
     missing, one extra, or arguments that are not a JSON object."""
     name = rng.choice([*tools, "no_such_tool", ""])
     arguments = {parameter: text for parameter in tools.get(name, [])}
-    return vf.ToolCall(id=call_id, name=name, arguments=rng.choice([
-        json.dumps(arguments), json.dumps(arguments), json.dumps({**arguments, "extra": 1}),
-        json.dumps(dict(list(arguments.items())[1:])), "[]", "not json", "{" + text[:100]]))
+    return vf.ToolCall(
+        id=call_id,
+        name=name,
+        arguments=rng.choice(
+            [
+                json.dumps(arguments),
+                json.dumps(arguments),
+                json.dumps({**arguments, "extra": 1}),
+                json.dumps(dict(list(arguments.items())[1:])),
+                "[]",
+                "not json",
+                "{" + text[:100],
+            ]
+        ),
+    )
 
 
 class FuzzClient(OfflineClient):
@@ -80,10 +94,12 @@ class FuzzClient(OfflineClient):
         text = fuzz_text(self.rng, self.tags, str((state or {}).get("answer") or ""))
         if not self.tools or self.rng.random() < 0.3:
             return text
-        calls = [fuzz_call(self.rng, self.tools, text, f"call_{self.replies}_{i}")
-                 for i in range(self.rng.choice([1, 2, 5]))]
-        return vf.ResponseMessage(content=self.rng.choice([None, "", text]), tool_calls=calls,
-                                  finish_reason="tool_calls", is_truncated=False)
+        calls = [
+            fuzz_call(self.rng, self.tools, text, f"call_{self.replies}_{i}") for i in range(self.rng.choice([1, 2, 5]))
+        ]
+        return vf.ResponseMessage(
+            content=self.rng.choice([None, "", text]), tool_calls=calls, finish_reason="tool_calls", is_truncated=False
+        )
 
 
 @dataclass
@@ -107,14 +123,19 @@ class CheckReport:
         return found + (["every episode got the same reward"] if len(self.rewards_seen) < 2 else [])
 
     def __str__(self) -> str:
-        rows = [("replies tried", self.replies), ("episodes (groups)", f"{self.episodes} ({self.groups})"),
-                ("crashes", len(self.crashes)), ("rewards NaN or out of range", len(self.bad_rewards)),
-                ("state changed after the end", len(self.changed_after_end)),
-                ("not deterministic", len(self.nondeterministic)),
-                ("groups with one reward for all", f"{self.constant_groups} of {self.groups}"),
-                ("distinct rewards", len(self.rewards_seen)),
-                ("slowest group, played", f"{self.slowest_play_s:.3f} s"),
-                ("slowest group, scored", f"{self.slowest_scoring_s:.3f} s"), ("checked in", f"{self.seconds:.1f} s")]
+        rows = [
+            ("replies tried", self.replies),
+            ("episodes (groups)", f"{self.episodes} ({self.groups})"),
+            ("crashes", len(self.crashes)),
+            ("rewards NaN or out of range", len(self.bad_rewards)),
+            ("state changed after the end", len(self.changed_after_end)),
+            ("not deterministic", len(self.nondeterministic)),
+            ("groups with one reward for all", f"{self.constant_groups} of {self.groups}"),
+            ("distinct rewards", len(self.rewards_seen)),
+            ("slowest group, played", f"{self.slowest_play_s:.3f} s"),
+            ("slowest group, scored", f"{self.slowest_scoring_s:.3f} s"),
+            ("checked in", f"{self.seconds:.1f} s"),
+        ]
         lines = [f"{name:<32}{value}" for name, value in rows]
         problems = list(dict.fromkeys(problem[:300] for problem in self.problems))
         return "\n".join(lines + [f"  - {problem}" for problem in problems[:10]])
@@ -134,8 +155,9 @@ async def play_group(env, row, seeds, tags, tools, report: CheckReport) -> list[
     """One group of episodes on one row, scored together; returns their rewards."""
     clients = [FuzzClient(random.Random(seed), tags, tools) for seed in seeds]
     start = time.perf_counter()
-    states = await asyncio.gather(*(env.rollout(dict(row), client, "fuzz", {}) for client in clients),
-                                  return_exceptions=True)
+    states = await asyncio.gather(
+        *(env.rollout(dict(row), client, "fuzz", {}) for client in clients), return_exceptions=True
+    )
     report.slowest_play_s = max(report.slowest_play_s, time.perf_counter() - start)
     report.replies += sum(client.replies for client in clients)
     crashed = [s for s in states if isinstance(s, BaseException)]
@@ -151,15 +173,19 @@ async def play_group(env, row, seeds, tags, tools, report: CheckReport) -> list[
     report.slowest_scoring_s = max(report.slowest_scoring_s, time.perf_counter() - start)
     low, high = reward_range(env)
     rewards = [s["reward"] for s in states]
-    report.bad_rewards += [f"row {row['example_id']}: reward {r!r} outside [{low}, {high}]" for r in rewards
-                           if not (isinstance(r, (int, float)) and math.isfinite(r) and low - 1e-9 <= r <= high + 1e-9)]
+    report.bad_rewards += [
+        f"row {row['example_id']}: reward {r!r} outside [{low}, {high}]"
+        for r in rewards
+        if not (isinstance(r, (int, float)) and math.isfinite(r) and low - 1e-9 <= r <= high + 1e-9)
+    ]
     for state in states:
         await after_the_end(env, state, tags, tools, report)
     return rewards
 
 
-async def after_the_end(env, state: vf.State, tags: list[str], tools: dict[str, list[str]],
-                        report: CheckReport) -> None:
+async def after_the_end(
+    env, state: vf.State, tags: list[str], tools: dict[str, list[str]], report: CheckReport
+) -> None:
     """Send one more reply (a tool call in a tool env) to a finished episode: nothing may change."""
     if isinstance(env, vf.SingleTurnEnv) or not state.get("is_completed"):
         return

@@ -19,8 +19,12 @@ class DataFileError(ValueError):
         super().__init__(f"{where}: {problem}. {fix}")
 
 
-def read_jsonl(path: Path, fields: dict[str, type | tuple[type, ...]], fix: str,
-               check: Callable[[dict], str | None] = lambda row: None) -> list[dict]:
+def read_jsonl(
+    path: Path,
+    fields: dict[str, type | tuple[type, ...]],
+    fix: str,
+    check: Callable[[dict], str | None] = lambda row: None,
+) -> list[dict]:
     """The rows of `path`, one JSON object per non-blank line, each with `fields` (name -> type).
 
     Raises DataFileError for a missing or empty file, bad bytes, a line that is not a JSON
@@ -36,15 +40,23 @@ def read_jsonl(path: Path, fields: dict[str, type | tuple[type, ...]], fix: str,
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:
-                raise DataFileError(where, f"byte {raw[error.start:error.start + 1]!r} at column {error.start + 1} "
-                                    "is not UTF-8 (save the file as UTF-8)", fix) from None
+                raise DataFileError(
+                    where,
+                    f"byte {raw[error.start : error.start + 1]!r} at column {error.start + 1} "
+                    "is not UTF-8 (save the file as UTF-8)",
+                    fix,
+                ) from None
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as error:
-                raise DataFileError(where, f"not valid JSON at column {error.colno} ({error.msg}); each line must "
-                                    "be one complete JSON object (a truncated or hand-edited line?)", fix) from None
+                raise DataFileError(
+                    where,
+                    f"not valid JSON at column {error.colno} ({error.msg}); each line must "
+                    "be one complete JSON object (a truncated or hand-edited line?)",
+                    fix,
+                ) from None
             if not isinstance(row, dict):
                 raise DataFileError(where, f"a JSON {type(row).__name__}, not an object with {', '.join(fields)}", fix)
             for name, kind in fields.items():
@@ -52,8 +64,11 @@ def read_jsonl(path: Path, fields: dict[str, type | tuple[type, ...]], fix: str,
                     raise DataFileError(where, f"field {name!r} is missing (every row needs {', '.join(fields)})", fix)
                 if not isinstance(row[name], kind) or (isinstance(row[name], bool) and kind is int):
                     wanted = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-                    raise DataFileError(where, f"field {name!r} is {row[name]!r:.60}, a {type(row[name]).__name__}; "
-                                        f"it must be a {wanted}", fix)
+                    raise DataFileError(
+                        where,
+                        f"field {name!r} is {row[name]!r:.60}, a {type(row[name]).__name__}; it must be a {wanted}",
+                        fix,
+                    )
             problem = check(row)
             if problem:
                 raise DataFileError(where, problem, fix)

@@ -54,13 +54,16 @@ def turn_sampling_args(profile, **overrides) -> dict:
 
 # --- Games ---------------------------------------------------------------------------------
 
+
 def check_games_and_opponents(games, opponents) -> None:
     """A clear ValueError for what evaluate_player and eval_environment cannot play."""
     if not isinstance(games, numbers.Integral) or isinstance(games, bool) or games < 1:
         raise ValueError(f"games must be a whole number of games per opponent, at least 1, got {games!r}")
     if isinstance(opponents, str) or not opponents or any(o not in OPPONENTS for o in opponents):
-        raise ValueError(f"opponents must be a non-empty list of names from {list(OPPONENTS)} "
-                         f"(e.g. opponents=['random']), got {opponents!r}")
+        raise ValueError(
+            f"opponents must be a non-empty list of names from {list(OPPONENTS)} "
+            f"(e.g. opponents=['random']), got {opponents!r}"
+        )
 
 
 def eval_environment(opponent: str, games: int, seed: int = EVAL_SEED, max_turns: int = MAX_TURNS) -> TicTacToeEnv:
@@ -69,8 +72,15 @@ def eval_environment(opponent: str, games: int, seed: int = EVAL_SEED, max_turns
     check_games_and_opponents(games, [opponent])
     prob = OPPONENTS[opponent]
     pool = 3 * games + 20  # who starts is a coin flip per row, so this has enough of each kind
-    env = load_environment(num_train_examples=0, num_eval_examples=pool, min_random_move_prob=prob,
-                           max_random_move_prob=prob, num_groups=1, max_turns=max_turns, seed=seed)
+    env = load_environment(
+        num_train_examples=0,
+        num_eval_examples=pool,
+        min_random_move_prob=prob,
+        max_random_move_prob=prob,
+        num_groups=1,
+        max_turns=max_turns,
+        seed=seed,
+    )
     starts = [info["model_starts"] for info in env.eval_dataset["info"]]
     first = [i for i, s in enumerate(starts) if s][: (games + 1) // 2]
     second = [i for i, s in enumerate(starts) if not s][: games // 2]
@@ -83,14 +93,23 @@ def game_rows(outputs: list[dict], player: str, opponent: str) -> list[dict]:
     rows = []
     for out in outputs:
         usage = out.get("token_usage") or {}
-        rows.append({
-            "player": player, "opponent": opponent, "example_id": out["example_id"],
-            "game_seed": out["game_seed"], "model_starts": out["model_starts"],
-            "result": outcome(out["winner"]), "reward": out["reward"],
-            "model_turns": out["model_turns"], "well_formed_turns": out["well_formed_turns"],
-            "invalid_moves": out["invalid_moves"], "completion_tokens": usage.get("output_tokens", 0.0),
-            "error": (out.get("error") or {}).get("error_chain_repr"), "stop_condition": out.get("stop_condition"),
-        })
+        rows.append(
+            {
+                "player": player,
+                "opponent": opponent,
+                "example_id": out["example_id"],
+                "game_seed": out["game_seed"],
+                "model_starts": out["model_starts"],
+                "result": outcome(out["winner"]),
+                "reward": out["reward"],
+                "model_turns": out["model_turns"],
+                "well_formed_turns": out["well_formed_turns"],
+                "invalid_moves": out["invalid_moves"],
+                "completion_tokens": usage.get("output_tokens", 0.0),
+                "error": (out.get("error") or {}).get("error_chain_repr"),
+                "stop_condition": out.get("stop_condition"),
+            }
+        )
     return rows
 
 
@@ -133,8 +152,9 @@ def mcnemar_p_value(only_first: int, only_second: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def paired_comparison(games: pd.DataFrame, first: str, second: str,
-                      outcomes: tuple[str, ...] = ("win", "loss", "non-loss")) -> pd.DataFrame:
+def paired_comparison(
+    games: pd.DataFrame, first: str, second: str, outcomes: tuple[str, ...] = ("win", "loss", "non-loss")
+) -> pd.DataFrame:
     """Compare two players on the *same* games (same opponent, same seed, same row), per opponent.
 
     For each outcome: both players' rates, the games only the first or only the second got it,
@@ -151,13 +171,26 @@ def paired_comparison(games: pd.DataFrame, first: str, second: str,
     rows = []
     for opponent, g in pairs.groupby("opponent", sort=False):
         for name in outcomes:
-            got = {side: (g[f"result_{side}"] != "loss") & (g[f"result_{side}"] != "unfinished")
-                   if name == "non-loss" else g[f"result_{side}"] == name for side in ("first", "second")}
+            got = {
+                side: (g[f"result_{side}"] != "loss") & (g[f"result_{side}"] != "unfinished")
+                if name == "non-loss"
+                else g[f"result_{side}"] == name
+                for side in ("first", "second")
+            }
             only_first = int((got["first"] & ~got["second"]).sum())
             only_second = int((got["second"] & ~got["first"]).sum())
-            rows.append({"opponent": opponent, "outcome": name, "games": len(g), first: got["first"].mean(),
-                         second: got["second"].mean(), f"only {first}": only_first, f"only {second}": only_second,
-                         "p_value": mcnemar_p_value(only_first, only_second)})
+            rows.append(
+                {
+                    "opponent": opponent,
+                    "outcome": name,
+                    "games": len(g),
+                    first: got["first"].mean(),
+                    second: got["second"].mean(),
+                    f"only {first}": only_first,
+                    f"only {second}": only_second,
+                    "p_value": mcnemar_p_value(only_first, only_second),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -172,28 +205,48 @@ class EvalResult:
         """One result from several runs (e.g. one per opponent, run in separate cells)."""
         if not results:
             raise ValueError("no results to concatenate: pass a non-empty list of EvalResult")
-        return EvalResult(summary=pd.concat([r.summary for r in results], ignore_index=True),
-                          games=pd.concat([r.games for r in results], ignore_index=True),
-                          transcripts=[path for r in results for path in r.transcripts])
+        return EvalResult(
+            summary=pd.concat([r.summary for r in results], ignore_index=True),
+            games=pd.concat([r.games for r in results], ignore_index=True),
+            transcripts=[path for r in results for path in r.transcripts],
+        )
 
     def renamed(self, player: str) -> "EvalResult":
         """The same result under another player name (e.g. the base model as "before SFT")."""
-        return EvalResult(summary=self.summary.assign(player=player), games=self.games.assign(player=player),
-                          transcripts=self.transcripts)
+        return EvalResult(
+            summary=self.summary.assign(player=player),
+            games=self.games.assign(player=player),
+            transcripts=self.transcripts,
+        )
 
 
-async def evaluate_player(client: vf.Client, model: str, player: str, games: int, *,
-                          sampling_args: dict | None = None, max_concurrent: int = 4,
-                          opponents=tuple(OPPONENTS), seed: int = EVAL_SEED,
-                          max_turns: int = MAX_TURNS, out_dir: Path | None = None) -> EvalResult:
+async def evaluate_player(
+    client: vf.Client,
+    model: str,
+    player: str,
+    games: int,
+    *,
+    sampling_args: dict | None = None,
+    max_concurrent: int = 4,
+    opponents=tuple(OPPONENTS),
+    seed: int = EVAL_SEED,
+    max_turns: int = MAX_TURNS,
+    out_dir: Path | None = None,
+) -> EvalResult:
     """Play `games` games against each opponent through the environment's `evaluate`."""
     check_games_and_opponents(games, opponents)
 
     async def play(opponent):
         env = eval_environment(opponent, games, seed=seed, max_turns=max_turns)
-        results = await env.evaluate(client, model, sampling_args=sampling_args, num_examples=-1,
-                                     rollouts_per_example=1, max_concurrent=max_concurrent,
-                                     state_columns=GAME_STATE_COLUMNS)
+        results = await env.evaluate(
+            client,
+            model,
+            sampling_args=sampling_args,
+            num_examples=-1,
+            rollouts_per_example=1,
+            max_concurrent=max_concurrent,
+            state_columns=GAME_STATE_COLUMNS,
+        )
         return opponent, results["outputs"]
 
     all_rows, paths = [], []
@@ -201,8 +254,15 @@ async def evaluate_player(client: vf.Client, model: str, player: str, games: int
     for opponent, outputs in await asyncio.gather(*(play(opponent) for opponent in opponents)):
         all_rows += game_rows(outputs, player, opponent)
         if out_dir is not None:
-            paths.append(save_transcripts(outputs, Path(out_dir) / f"transcripts_{player}_{opponent}.jsonl",
-                                          player=player, opponent=opponent, seed=seed))
+            paths.append(
+                save_transcripts(
+                    outputs,
+                    Path(out_dir) / f"transcripts_{player}_{opponent}.jsonl",
+                    player=player,
+                    opponent=opponent,
+                    seed=seed,
+                )
+            )
     table = pd.DataFrame(all_rows)
     summary = summarize(table)
     summary["seed"], summary["max_turns"] = seed, max_turns
@@ -210,21 +270,34 @@ async def evaluate_player(client: vf.Client, model: str, player: str, games: int
     return EvalResult(summary=summary, games=table, transcripts=paths)
 
 
-def saved_summary(path: Path, player: str, games: int, max_tokens_per_turn: int, seed: int = EVAL_SEED,
-                  max_turns: int = MAX_TURNS) -> pd.DataFrame | None:
+def saved_summary(
+    path: Path, player: str, games: int, max_tokens_per_turn: int, seed: int = EVAL_SEED, max_turns: int = MAX_TURNS
+) -> pd.DataFrame | None:
     """`player`'s summary rows (both opponents) from a CSV an earlier notebook saved, if they come
     from the same games under the same budget; else None. Replaying them would only add noise."""
     path = Path(path)
     if not path.is_file():
         return None
     rows = pd.read_csv(path)
-    rows = rows[(rows["player"] == player) & (rows["games"] == games) & (rows["seed"] == seed)
-                & (rows["max_turns"] == max_turns) & (rows["max_tokens_per_turn"] == max_tokens_per_turn)]
+    rows = rows[
+        (rows["player"] == player)
+        & (rows["games"] == games)
+        & (rows["seed"] == seed)
+        & (rows["max_turns"] == max_turns)
+        & (rows["max_tokens_per_turn"] == max_tokens_per_turn)
+    ]
     return rows.assign(source=path.name).reset_index(drop=True) if len(rows) == len(OPPONENTS) else None
 
 
-def saved_result(summary_path: Path, games_path: Path, player: str, games: int, max_tokens_per_turn: int,
-                 seed: int = EVAL_SEED, max_turns: int = MAX_TURNS) -> EvalResult | None:
+def saved_result(
+    summary_path: Path,
+    games_path: Path,
+    player: str,
+    games: int,
+    max_tokens_per_turn: int,
+    seed: int = EVAL_SEED,
+    max_turns: int = MAX_TURNS,
+) -> EvalResult | None:
     """`saved_summary` plus the player's per-game rows from the games CSV saved next to it."""
     summary = saved_summary(summary_path, player, games, max_tokens_per_turn, seed=seed, max_turns=max_turns)
     if summary is None or not Path(games_path).is_file():
@@ -240,10 +313,17 @@ def save_transcripts(outputs: list[dict], path: Path, **fields) -> Path:
         for out in outputs:
             conversation = (out["prompt"] or []) + (out["completion"] or [])
             messages = [{"role": m["role"], "content": m["content"]} for m in conversation]
-            record = {**fields, "example_id": out["example_id"], "info": out.get("info"),
-                      "result": outcome(out["winner"]), "reward": out["reward"], "metrics": out["metrics"],
-                      "moves": out["moves"], "error": (out.get("error") or {}).get("error_chain_repr"),
-                      "messages": messages}
+            record = {
+                **fields,
+                "example_id": out["example_id"],
+                "info": out.get("info"),
+                "result": outcome(out["winner"]),
+                "reward": out["reward"],
+                "metrics": out["metrics"],
+                "moves": out["moves"],
+                "error": (out.get("error") or {}).get("error_chain_repr"),
+                "messages": messages,
+            }
             f.write(json.dumps(record) + "\n")
     return path
 
@@ -270,8 +350,9 @@ def plot_wdl(summary: pd.DataFrame, title: str, best_win_vs_random: float | None
     if not opponents:
         raise ValueError(f"nothing to plot: the summary has no rows against {list(OPPONENTS)}")
     players = list(dict.fromkeys(summary["player"]))
-    fig, axes = plt.subplots(1, len(opponents), figsize=(5.5 * len(opponents), 0.6 * len(players) + 1.7),
-                             sharey=True, squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(opponents), figsize=(5.5 * len(opponents), 0.6 * len(players) + 1.7), sharey=True, squeeze=False
+    )
     for ax, opponent in zip(axes[0], opponents):
         rows = summary[summary["opponent"] == opponent].set_index("player").reindex(players)
         left = pd.Series(0.0, index=players)
@@ -279,20 +360,46 @@ def plot_wdl(summary: pd.DataFrame, title: str, best_win_vs_random: float | None
             ax.barh(players, rows[result].fillna(0), left=left, color=color, edgecolor="white", label=result)
             for y, (player, row) in enumerate(rows.iterrows()):
                 if row[result] >= 0.12:
-                    ax.text(left[player] + row[result] / 2, y, f"{row[result]:.0%}", ha="center", va="center",
-                            fontsize=8, color="white" if result in ("win", "loss") else "black")
+                    ax.text(
+                        left[player] + row[result] / 2,
+                        y,
+                        f"{row[result]:.0%}",
+                        ha="center",
+                        va="center",
+                        fontsize=8,
+                        color="white" if result in ("win", "loss") else "black",
+                    )
             left += rows[result].fillna(0)
         # Whiskers above (win) and below (loss) the bar's middle, where the percentages are written.
         y = pd.Series(range(len(players)), index=players, dtype=float)
-        ax.errorbar(rows["win"], y - 0.25, xerr=[rows["win"] - rows["win_lo"], rows["win_hi"] - rows["win"]],
-                    fmt="none", ecolor="black", capsize=2, lw=1)
-        ax.errorbar(1 - rows["loss"], y + 0.25, xerr=[rows["loss_hi"] - rows["loss"], rows["loss"] - rows["loss_lo"]],
-                    fmt="none", ecolor="black", capsize=2, lw=1)
+        ax.errorbar(
+            rows["win"],
+            y - 0.25,
+            xerr=[rows["win"] - rows["win_lo"], rows["win_hi"] - rows["win"]],
+            fmt="none",
+            ecolor="black",
+            capsize=2,
+            lw=1,
+        )
+        ax.errorbar(
+            1 - rows["loss"],
+            y + 0.25,
+            xerr=[rows["loss_hi"] - rows["loss"], rows["loss"] - rows["loss_lo"]],
+            fmt="none",
+            ecolor="black",
+            capsize=2,
+            lw=1,
+        )
         for i, n in enumerate(rows["games"]):
             ax.text(1.02, i, "" if pd.isna(n) else f"N={int(n)}", va="center", fontsize=8)
         if opponent == "random" and best_win_vs_random is not None:
-            ax.axvline(best_win_vs_random, color="black", ls="--", lw=1,
-                       label=f"best never-losing win rate ({best_win_vs_random:.1%})")
+            ax.axvline(
+                best_win_vs_random,
+                color="black",
+                ls="--",
+                lw=1,
+                label=f"best never-losing win rate ({best_win_vs_random:.1%})",
+            )
         ax.set_xlim(0, 1.12)
         ax.set_xticks([0, 0.25, 0.5, 0.75, 1], ["0%", "25%", "50%", "75%", "100%"])
         ax.set_title(f"against the {opponent} opponent", fontsize=10)

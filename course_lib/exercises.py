@@ -19,13 +19,20 @@ def _ok(text: str) -> None:
 
 def check_format_reward(reward) -> None:
     """01: 1.0 for 391 inside <answer></answer>, 0.2 for anything else inside the tags, 0.0 without them."""
-    cases = {"<answer>391</answer>": 1.0, "So: <answer> 391 </answer>": 1.0, "<answer>401</answer>": 0.2,
-             "<answer>about 400</answer>": 0.2, "The answer is 391.": 0.0, "391": 0.0}
+    cases = {
+        "<answer>391</answer>": 1.0,
+        "So: <answer> 391 </answer>": 1.0,
+        "<answer>401</answer>": 0.2,
+        "<answer>about 400</answer>": 0.2,
+        "The answer is 391.": 0.0,
+        "391": 0.0,
+    }
     for reply, expected in cases.items():
         got = reward(reply)
         assert math.isclose(got, expected), (
             f"reward({reply!r}) returned {got}, expected {expected}. Right number in the tags: 1.0; "
-            "the tags with anything else inside: 0.2 (the format alone); no tags: 0.0.")
+            "the tags with anything else inside: 0.2 (the format alone); no tags: 0.0."
+        )
     _ok("the format now earns 0.2 on its own, so a group of wrong answers can still differ.")
 
 
@@ -35,17 +42,20 @@ def check_exact_match(exact_match_reward) -> None:
 
     parser = vf.XMLParser(["reversed_text"], answer_field="reversed_text")
     answer = ".tac eht"
-    cases = [("<reversed_text>\n.tac eht\n</reversed_text>", 1.0, "an exact reversal"),
-             ("<reversed_text>.tac eht</reversed_text>", 1.0, "an exact reversal without newlines"),
-             ("<reversed_text>\n.tac eh\n</reversed_text>", 0.0, "one character missing"),
-             ("<reversed_text>\n.TAC EHT\n</reversed_text>", 0.0, "a different case"),
-             (".tac eht", 0.0, "no <reversed_text> block")]
+    cases = [
+        ("<reversed_text>\n.tac eht\n</reversed_text>", 1.0, "an exact reversal"),
+        ("<reversed_text>.tac eht</reversed_text>", 1.0, "an exact reversal without newlines"),
+        ("<reversed_text>\n.tac eh\n</reversed_text>", 0.0, "one character missing"),
+        ("<reversed_text>\n.TAC EHT\n</reversed_text>", 0.0, "a different case"),
+        (".tac eht", 0.0, "no <reversed_text> block"),
+    ]
     for text, expected, what in cases:
         completion = [{"role": "assistant", "content": text}]
         got = exact_match_reward(parser=parser, completion=completion, answer=answer)
         assert got == expected, (
             f"{what}: got {got}, expected {expected}. Use parser.parse_answer(completion) (None without "
-            "the block), strip the whitespace, and compare with the answer exactly.")
+            "the block), strip the whitespace, and compare with the answer exactly."
+        )
     _ok("exact matches score 1.0; everything else, even one character off, scores 0.0.")
 
 
@@ -72,12 +82,15 @@ async def check_third_turn(env_class) -> None:
     assert roles.count("assistant") == 3, (
         f"the model answered {roles.count('assistant')} times, expected 3. Is the inherited @vf.stop "
         "answered_twice still active? A stop condition is found by its decorator: override answered_twice "
-        "with a plain method that returns False, and add your own @vf.stop for three answers.")
+        "with a plain method that returns False, and add your own @vf.stop for three answers."
+    )
     assert len(asked) == 2 and asked[0] != asked[1], (
         f"the follow-ups were {asked}: ask 'Are you sure?' after the first answer and a different "
-        "question after the second (env_response can count the trajectory to know which turn it is).")
+        "question after the second (env_response can count the trajectory to know which turn it is)."
+    )
     assert state["stop_condition"] != "answered_twice" and state["stop_condition"] in {
-        c.__name__ for c in env._stop_conditions}, f"the rollout stopped by {state['stop_condition']!r}"
+        c.__name__ for c in env._stop_conditions
+    }, f"the rollout stopped by {state['stop_condition']!r}"
     _ok(f"three answers; follow-ups {asked}; stopped by {state['stop_condition']}.")
 
 
@@ -90,17 +103,23 @@ def check_word_count_tool(tool) -> None:
     words = len(section["text"].split())
     answer = tool(page["page_id"], section["section_id"])
     assert isinstance(answer, str) and str(words) in answer, (
-        f"{page['page_id']}/{section['section_id']} has {words} words; the tool returned {answer!r}.")
-    for args, must_name, what in [(("no-such-page", section["section_id"]), "search_pages", "an unknown page"),
-                                  ((page["page_id"], "no-such-section"), section["section_id"], "an unknown section")]:
+        f"{page['page_id']}/{section['section_id']} has {words} words; the tool returned {answer!r}."
+    )
+    for args, must_name, what in [
+        (("no-such-page", section["section_id"]), "search_pages", "an unknown page"),
+        ((page["page_id"], "no-such-section"), section["section_id"], "an unknown section"),
+    ]:
         try:
             answer = tool(*args)
         except Exception as error:
-            raise AssertionError(f"{what} raised {error!r}: a tool should return an error text the "
-                                 "model can read and act on, never raise.") from None
+            raise AssertionError(
+                f"{what} raised {error!r}: a tool should return an error text the "
+                "model can read and act on, never raise."
+            ) from None
         assert isinstance(answer, str) and answer.startswith("Error") and must_name in answer, (
             f"{what}: the tool returned {answer!r}. Start with 'Error' and say what to do next: "
-            f"for a page, name search_pages; for a section, list the page's section ids.")
+            f"for a page, name search_pages; for a section, list the page's section ids."
+        )
     _ok("right count, and every bad argument gets an error that says what to call next.")
 
 
@@ -115,7 +134,8 @@ def check_penalty_threshold(threshold: float) -> None:
     draw = reward_before_penalty(dict(winner="draw", model_turns=4, well_formed_turns=4, invalid_moves=0))
     assert math.isclose(threshold, slip - draw, abs_tol=0.005), (
         f"{threshold} is not it. Without the penalty the win with a slip scores {slip:.2f} (win 1 + "
-        f"0.2 × 4/5 well-formed answers) and the clean draw {draw:.2f}: the penalty must exceed the gap.")
+        f"0.2 × 4/5 well-formed answers) and the clean draw {draw:.2f}: the penalty must exceed the gap."
+    )
     _ok(f"above {slip - draw:.2f} an illegal move costs more than the difference between a win and a draw.")
 
 
@@ -125,20 +145,27 @@ def check_wilson(interval) -> None:
         got, expected = interval(k, n), wilson_interval(k, n)
         assert np.allclose(got, expected, atol=1e-6), (
             f"{k} of {n}: got {tuple(round(x, 4) for x in got)}, expected {tuple(round(x, 4) for x in expected)}. "
-            "Centre (p + z²/2n) / (1 + z²/n), half-width z·sqrt(p(1-p)/n + z²/4n²) / (1 + z²/n).")
+            "Centre (p + z²/2n) / (1 + z²/n), half-width z·sqrt(p(1-p)/n + z²/4n²) / (1 + z²/n)."
+        )
     _ok("your interval matches the harness's at 0/n, n/n and in between.")
 
 
 def check_hard_win_filter(keep) -> None:
     """07: keep only games the teacher won against a mostly optimal opponent (random_move_prob <= 0.3)."""
-    cases = [(dict(winner="X", random_move_prob=0.2), True), (dict(winner="X", random_move_prob=0.3), True),
-             (dict(winner="X", random_move_prob=0.31), False), (dict(winner="draw", random_move_prob=0.1), False),
-             (dict(winner="O", random_move_prob=0.0), False), (dict(winner=None, random_move_prob=0.1), False)]
+    cases = [
+        (dict(winner="X", random_move_prob=0.2), True),
+        (dict(winner="X", random_move_prob=0.3), True),
+        (dict(winner="X", random_move_prob=0.31), False),
+        (dict(winner="draw", random_move_prob=0.1), False),
+        (dict(winner="O", random_move_prob=0.0), False),
+        (dict(winner=None, random_move_prob=0.1), False),
+    ]
     for game, expected in cases:
         game = dict(game, invalid_moves=0, model_turns=3, well_formed_turns=3)
         assert bool(keep(game)) == expected, (
             f"keep({game}) returned {keep(game)}, expected {expected}: the teacher plays X, so keep "
-            "winner == 'X' with random_move_prob at most 0.3.")
+            "winner == 'X' with random_move_prob at most 0.3."
+        )
     _ok("only the teacher's wins against strong opponents are kept.")
 
 
@@ -148,7 +175,8 @@ def check_sft_steps(steps) -> None:
         got = steps(games, batch, epochs)
         assert got == expected, (
             f"{games} games, batch {batch}, {epochs} epochs: got {got}, expected {expected}. An epoch has "
-            "ceil(games / batch) batches (the last one may be short); round up after multiplying by epochs.")
+            "ceil(games / batch) batches (the last one may be short); round up after multiplying by epochs."
+        )
     _ok("196 games in batches of 8 for 2 epochs is the 50 steps of the cpu run.")
 
 
@@ -162,12 +190,14 @@ def check_advantages(advantages) -> None:
             got = np.asarray(advantages(rewards, scale), dtype=float)
             assert got.shape == r.shape and np.allclose(got, expected, atol=1e-6), (
                 f"rewards {rewards}, scale_rewards={scale!r}: got {np.round(got, 3)}, expected "
-                f"{np.round(expected, 3)}. TRL uses the sample std (ddof=1) and adds 1e-4 before dividing.")
+                f"{np.round(expected, 3)}. TRL uses the sample std (ddof=1) and adds 1e-4 before dividing."
+            )
     _ok("with scale_rewards='group' a 0.2 format gap becomes an advantage of about 2.5; 'none' keeps it 0.2.")
 
 
 def check_games_needed(games: int) -> None:
     """10: the fewest games (even number, half of them won) with a 95% Wilson interval under 20 points wide."""
+
     def width(n):
         lo, hi = wilson_interval(n // 2, n)
         return hi - lo
@@ -175,5 +205,6 @@ def check_games_needed(games: int) -> None:
     needed = next(n for n in range(2, 10_000, 2) if width(n) < 0.20)
     assert games == needed, (
         f"with {games} games the interval is {width(games) * 100:.1f} points wide; look for the smallest "
-        "even n with hi - lo < 0.20, e.g. with a loop over wilson_interval(n // 2, n).")
+        "even n with hi - lo < 0.20, e.g. with a loop over wilson_interval(n // 2, n)."
+    )
     _ok(f"{needed} games per opponent, about 5 times the cpu profile's 20.")

@@ -33,9 +33,11 @@ def grpo_config(profile: Profile, output_dir: Path, reward_weights: list[float],
     rollouts_per_step = profile.grpo.prompts_per_step * profile.grpo.num_generations
     processes = int(os.environ.get("WORLD_SIZE", 1))  # set by accelerate launch
     if rollouts_per_step % (profile.grpo.micro_batch_size * processes):
-        raise ValueError(f"{rollouts_per_step} rollouts per step do not split into micro-batches of "
-                         f"{profile.grpo.micro_batch_size} on {processes} processes: change "
-                         "grpo.prompts_per_step, grpo.micro_batch_size or the number of GPUs")
+        raise ValueError(
+            f"{rollouts_per_step} rollouts per step do not split into micro-batches of "
+            f"{profile.grpo.micro_batch_size} on {processes} processes: change "
+            "grpo.prompts_per_step, grpo.micro_batch_size or the number of GPUs"
+        )
     settings = dict(
         output_dir=str(output_dir),
         max_steps=profile.grpo.max_steps,
@@ -68,8 +70,15 @@ def grpo_config(profile: Profile, output_dir: Path, reward_weights: list[float],
     return GRPOConfig(**settings)
 
 
-def build_grpo_trainer(profile: Profile, env, model_path: str, output_dir: Path, stats: dict | None = None,
-                       callbacks=None, **config_overrides):
+def build_grpo_trainer(
+    profile: Profile,
+    env,
+    model_path: str,
+    output_dir: Path,
+    stats: dict | None = None,
+    callbacks=None,
+    **config_overrides,
+):
     """A GRPOTrainer whose rollouts are full episodes of `env` and whose rewards are its rubric's."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
@@ -83,15 +92,17 @@ def build_grpo_trainer(profile: Profile, env, model_path: str, output_dir: Path,
     # On CPU, the attention that reads grouped key/value heads in place (see local_model)
     attention = register_grouped_query_sdpa() if capability is None else None
     return GRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(model_path, dtype=training_dtype(capability, profile.grpo.use_lora),
-                                                   attn_implementation=attention),
+        model=AutoModelForCausalLM.from_pretrained(
+            model_path, dtype=training_dtype(capability, profile.grpo.use_lora), attn_implementation=attention
+        ),
         processing_class=tokenizer,
         reward_funcs=reward_functions,
         args=grpo_config(profile, output_dir, reward_weights, **config_overrides),
         train_dataset=rollout_bridge.trl_prompt_dataset(dataset),
         peft_config=lora_config(profile.grpo.use_lora, rank=8),
         rollout_func=rollout_bridge.make_rollout_func(
-            env, dataset, tokenizer, generate_batch, profile.grpo.max_tokens_per_turn, stats),
+            env, dataset, tokenizer, generate_batch, profile.grpo.max_tokens_per_turn, stats
+        ),
         callbacks=callbacks,
     )
 
@@ -110,13 +121,17 @@ def training_stages(profile: Profile) -> dict[str, str]:
     from course_lib.sft import final_checkpoint as sft_checkpoint
 
     stages = {"base model": resolve_model(profile)}
-    for stage, path, notebook in (("after SFT", sft_checkpoint(profile), "08_sft_warmup.ipynb"),
-                                  ("after GRPO", final_checkpoint(profile), "09_grpo_training.ipynb")):
+    for stage, path, notebook in (
+        ("after SFT", sft_checkpoint(profile), "08_sft_warmup.ipynb"),
+        ("after GRPO", final_checkpoint(profile), "09_grpo_training.ipynb"),
+    ):
         if (path / "config.json").is_file():
             stages[stage] = str(path)
         else:
-            print(f"{stage}: missing (no checkpoint at {path}). Run {notebook} first to add it; "
-                  "this notebook compares the models that exist.")
+            print(
+                f"{stage}: missing (no checkpoint at {path}). Run {notebook} first to add it; "
+                "this notebook compares the models that exist."
+            )
     return stages
 
 
@@ -136,6 +151,10 @@ def training_environment(profile: Profile, seed: int = 0):
 
     return load_environment(
         num_train_examples=profile.grpo.max_steps * profile.grpo.prompts_per_step,
-        num_eval_examples=0, min_random_move_prob=profile.grpo.min_random_move_prob,
+        num_eval_examples=0,
+        min_random_move_prob=profile.grpo.min_random_move_prob,
         max_random_move_prob=profile.grpo.max_random_move_prob,
-        num_groups=profile.grpo.prompts_per_step, max_turns=MAX_TURNS, seed=seed)
+        num_groups=profile.grpo.prompts_per_step,
+        max_turns=MAX_TURNS,
+        seed=seed,
+    )

@@ -52,8 +52,15 @@ def _sdpa_grouped_query(module, query, key, value, attention_mask, scaling=None,
     layer and token; torch's own `enable_gqa` reads them in place, the same numbers. On two cores
     that copy made a decoding step 3.6x slower at 32 games with 600 cached tokens each."""
     out = torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=attention_mask, dropout_p=dropout if module.training else 0.0,
-        scale=scaling, enable_gqa=True, is_causal=query.shape[2] > 1 and attention_mask is None)
+        query,
+        key,
+        value,
+        attn_mask=attention_mask,
+        dropout_p=dropout if module.training else 0.0,
+        scale=scaling,
+        enable_gqa=True,
+        is_causal=query.shape[2] > 1 and attention_mask is None,
+    )
     return out.transpose(1, 2).contiguous(), None
 
 
@@ -85,8 +92,10 @@ class LocalModelClient(vf.Client):
 
     async def get_native_response(self, prompt, model, sampling_args, tools=None, state=None, **kwargs):
         trajectory_id = state["trajectory_id"] if state is not None else uuid.uuid4().hex
-        sampling = {**self.sampling, **{k: v for k, v in (sampling_args or {}).items()
-                                        if k in SAMPLING_KEYS and v is not None}}
+        sampling = {
+            **self.sampling,
+            **{k: v for k, v in (sampling_args or {}).items() if k in SAMPLING_KEYS and v is not None},
+        }
         prompt_ids = self._prompt_ids(trajectory_id, prompt, tools)
         completion_ids, logprobs = await self._generate(prompt_ids, sampling)
         eos = self.tokenizer.eos_token_id
@@ -97,21 +106,37 @@ class LocalModelClient(vf.Client):
             self.closed_turns += 1
         text = self.tokenizer.decode(completion_ids, skip_special_tokens=True)
         self.conversations[trajectory_id] = (
-            prompt + [{"role": "assistant", "content": text}], prompt_ids + completion_ids)
+            prompt + [{"role": "assistant", "content": text}],
+            prompt_ids + completion_ids,
+        )
         return Response(
-            id=uuid.uuid4().hex, created=int(time.time()), model=model,
-            usage=Usage(prompt_tokens=len(prompt_ids), reasoning_tokens=0, completion_tokens=len(completion_ids),
-                        total_tokens=len(prompt_ids) + len(completion_ids)),
+            id=uuid.uuid4().hex,
+            created=int(time.time()),
+            model=model,
+            usage=Usage(
+                prompt_tokens=len(prompt_ids),
+                reasoning_tokens=0,
+                completion_tokens=len(completion_ids),
+                total_tokens=len(prompt_ids) + len(completion_ids),
+            ),
             message=ResponseMessage(
-                content=text, finish_reason="stop" if finished else "length", is_truncated=not finished,
-                tokens=ResponseTokens(prompt_ids=prompt_ids, prompt_mask=[0] * len(prompt_ids),
-                                      completion_ids=completion_ids, completion_mask=completion_mask,
-                                      completion_logprobs=logprobs)),
+                content=text,
+                finish_reason="stop" if finished else "length",
+                is_truncated=not finished,
+                tokens=ResponseTokens(
+                    prompt_ids=prompt_ids,
+                    prompt_mask=[0] * len(prompt_ids),
+                    completion_ids=completion_ids,
+                    completion_mask=completion_mask,
+                    completion_logprobs=logprobs,
+                ),
+            ),
         )
 
     def _render(self, messages, add_generation_prompt: bool, tools=None) -> str:
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, tools=tools or None,
-                                                  add_generation_prompt=add_generation_prompt)
+        return self.tokenizer.apply_chat_template(
+            messages, tokenize=False, tools=tools or None, add_generation_prompt=add_generation_prompt
+        )
 
     def _prompt_ids(self, trajectory_id: str, messages: list[dict], tools=None) -> list[int]:
         """Token ids of the prompt: the previous turn's ids plus the new environment reply."""
@@ -172,15 +197,24 @@ class LocalModelClient(vf.Client):
 
     async def to_native_tool(self, tool):
         """Tools go to the chat template as OpenAI-style function schemas."""
-        return {"type": "function", "function": {"name": tool.name, "description": tool.description,
-                                                 "parameters": tool.parameters}}
+        return {
+            "type": "function",
+            "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+        }
 
     async def close(self):
         self.conversations.clear()
 
 
-def sample_batch(model, tokenizer, prompts: list[list[int]], sampling: dict, with_logprobs: bool = False,
-                 cached=None, return_cache: bool = False):
+def sample_batch(
+    model,
+    tokenizer,
+    prompts: list[list[int]],
+    sampling: dict,
+    with_logprobs: bool = False,
+    cached=None,
+    return_cache: bool = False,
+):
     """Sample one completion per prompt with transformers `generate` on a left-padded batch.
 
     Returns (completion ids ending at the first EOS, per-token logprobs or [] without with_logprobs).
@@ -211,12 +245,20 @@ def sample_batch(model, tokenizer, prompts: list[list[int]], sampling: dict, wit
             input_ids=torch.tensor(input_ids, device=model.device),
             attention_mask=torch.tensor(attention_mask, device=model.device),
             past_key_values=past,
-            do_sample=True, temperature=sampling["temperature"], top_p=sampling["top_p"],
-            max_new_tokens=sampling["max_tokens"], eos_token_id=tokenizer.eos_token_id, pad_token_id=pad,
-            output_scores=with_logprobs, return_dict_in_generate=True,
+            do_sample=True,
+            temperature=sampling["temperature"],
+            top_p=sampling["top_p"],
+            max_new_tokens=sampling["max_tokens"],
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=pad,
+            output_scores=with_logprobs,
+            return_dict_in_generate=True,
         )
-        scores = (model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True).tolist()
-                  if with_logprobs else None)
+        scores = (
+            model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True).tolist()
+            if with_logprobs
+            else None
+        )
     results, eos, start = [], tokenizer.eos_token_id, width_done + width_rest
     for i, sequence in enumerate(out.sequences[:, start:].tolist()):
         length = sequence.index(eos) + 1 if eos in sequence else len(sequence)
@@ -228,11 +270,15 @@ def sample_batch(model, tokenizer, prompts: list[list[int]], sampling: dict, wit
     caches = []
     for i, (completion, _) in enumerate(results):
         kept = min(len(completion), generated)
-        positions = torch.tensor([*range(width_done - done[i], width_done),
-                                  *range(start - rests[i], start + kept)], device=model.device)
-        caches.append((prompts[i] + completion[:kept],
-                       [(layer.keys[i][:, positions], layer.values[i][:, positions])
-                        for layer in out.past_key_values.layers]))
+        positions = torch.tensor(
+            [*range(width_done - done[i], width_done), *range(start - rests[i], start + kept)], device=model.device
+        )
+        caches.append(
+            (
+                prompts[i] + completion[:kept],
+                [(layer.keys[i][:, positions], layer.values[i][:, positions]) for layer in out.past_key_values.layers],
+            )
+        )
     return results, caches
 
 
@@ -247,8 +293,8 @@ def _fill_cache(layers, cached, width: int) -> None:
         for row, kv in enumerate(cached):
             if kv is not None:
                 length = kv[index][0].shape[1]
-                layer.key_buffer[row, :, width - length:width] = kv[index][0]
-                layer.value_buffer[row, :, width - length:width] = kv[index][1]
+                layer.key_buffer[row, :, width - length : width] = kv[index][0]
+                layer.value_buffer[row, :, width - length : width] = kv[index][1]
 
 
 class PreallocatedLayer(DynamicLayer):
@@ -267,9 +313,9 @@ class PreallocatedLayer(DynamicLayer):
             self.value_buffer = value_states.new_empty(batch, heads, self.capacity, head_dim)
             self.length = 0
         start, self.length = self.length, self.length + key_states.shape[-2]
-        self.key_buffer[:, :, start:self.length] = key_states
-        self.value_buffer[:, :, start:self.length] = value_states
-        self.keys, self.values = self.key_buffer[:, :, :self.length], self.value_buffer[:, :, :self.length]
+        self.key_buffer[:, :, start : self.length] = key_states
+        self.value_buffer[:, :, start : self.length] = value_states
+        self.keys, self.values = self.key_buffer[:, :, : self.length], self.value_buffer[:, :, : self.length]
         return self.keys, self.values
 
 
@@ -309,8 +355,9 @@ class PrefixCache:
         if model.config.model_type not in PREFIX_CACHE_MODEL_TYPES:
             return sample_batch(model, tokenizer, prompts, sampling, with_logprobs)
         cached = [self.lookup(ids) for ids in prompts]
-        results, caches = sample_batch(model, tokenizer, prompts, sampling, with_logprobs, cached=cached,
-                                       return_cache=True)
+        results, caches = sample_batch(
+            model, tokenizer, prompts, sampling, with_logprobs, cached=cached, return_cache=True
+        )
         for ids, kv in caches:
             self.add(ids, kv)
         return results
@@ -328,7 +375,8 @@ class LocalModel:
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         # float32: CPUs without native bf16 run it many times slower
         self.network = AutoModelForCausalLM.from_pretrained(
-            model_path, dtype=torch.float32, attn_implementation=register_grouped_query_sdpa()).eval()
+            model_path, dtype=torch.float32, attn_implementation=register_grouped_query_sdpa()
+        ).eval()
         defaults = self.network.generation_config
         self.sampling = {"max_tokens": 256, "temperature": defaults.temperature or 1.0, "top_p": defaults.top_p or 1.0}
         self.max_batch_size = max_batch_size

@@ -107,8 +107,12 @@ class Game:
     def result_text(self) -> str:
         if not self.over:
             return {"human": "Your move (you are O).", "model": "The model's move (it is X)."}[self.to_move]
-        return {MODEL: "The model (X) wins.", OPPONENT: "You (O) win!", "draw": "Draw.",
-                None: "Turn limit reached: the game ends unfinished."}[self.state["winner"]]
+        return {
+            MODEL: "The model (X) wins.",
+            OPPONENT: "You (O) win!",
+            "draw": "Draw.",
+            None: "Turn limit reached: the game ends unfinished.",
+        }[self.state["winner"]]
 
     # --- moves ---
     def human_move(self, cell: int) -> None:
@@ -148,11 +152,19 @@ class Game:
 
     # --- the environment ---
     def _start(self, board: list) -> None:
-        row = {"example_id": 0,
-               "prompt": [{"role": "system", "content": SYSTEM_PROMPT},
-                          {"role": "user", "content": first_user_message(board, self.model_starts)}],
-               "info": {"seed": self.seed, "model_starts": self.model_starts, "random_move_prob": 0.0,
-                        "board": board_to_text(board)}}
+        row = {
+            "example_id": 0,
+            "prompt": [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": first_user_message(board, self.model_starts)},
+            ],
+            "info": {
+                "seed": self.seed,
+                "model_starts": self.model_starts,
+                "random_move_prob": 0.0,
+                "board": board_to_text(board),
+            },
+        }
 
         async def start():
             # init_state only stores the client (it is used by rollout(), which a Game never calls)
@@ -171,6 +183,7 @@ class Game:
 
 # --- players without a human or a server -------------------------------------------------------
 
+
 def expert_answer(seed: int = 0) -> Answer:
     """A model stand-in: the scripted expert answering as X from the last board it was shown."""
     rng = random.Random(seed)
@@ -178,6 +191,7 @@ def expert_answer(seed: int = 0) -> Answer:
     def answer(messages: list[dict]) -> str:
         board = read_board(messages[-1]["content"])
         return scripted_answer(board, "expert", rng) if board else "I cannot see a board."
+
     return answer
 
 
@@ -187,8 +201,13 @@ def random_human(seed: int = 0) -> Callable[[list], int]:
     return lambda board: rng.choice([cell for cell in range(9) if board[cell] is None])
 
 
-def play_scripted(answer: Answer, human_policy: Callable[[list], int], model_starts: bool = True,
-                  max_turns: int | None = None, seed: int | None = None) -> Game:
+def play_scripted(
+    answer: Answer,
+    human_policy: Callable[[list], int],
+    model_starts: bool = True,
+    max_turns: int | None = None,
+    seed: int | None = None,
+) -> Game:
     """A whole game with no one clicking: `human_policy(board) -> cell` plays O."""
     game = Game(model_starts=model_starts, max_turns=max_turns, seed=seed)
     while not game.over:
@@ -202,8 +221,9 @@ def play_scripted(answer: Answer, human_policy: Callable[[list], int], model_sta
 def transcript(game: Game) -> str:
     """The conversation after the system prompt, as the model saw it and answered."""
     speaker = {"user": "environment, to the model", "assistant": "model"}
-    return "\n\n".join(f"[{speaker.get(m['role'], m['role'])}]\n{m['content']}"
-                       for m in game.messages if m["role"] != "system")
+    return "\n\n".join(
+        f"[{speaker.get(m['role'], m['role'])}]\n{m['content']}" for m in game.messages if m["role"] != "system"
+    )
 
 
 # --- the clickable board --------------------------------------------------------------------------
@@ -231,8 +251,7 @@ class PlayWidget:
         self.think = w.Textarea(description="<think>", disabled=True, layout=w.Layout(width="100%", height="70px"))
         self.log = w.Textarea(description="messages", disabled=True, layout=w.Layout(width="100%", height="260px"))
         grid = w.GridBox(self.cells, layout=w.Layout(grid_template_columns="repeat(3, 60px)"))
-        self.widget = w.VBox([w.HBox([self.new_game, self.starter]), w.HBox([grid, self.status]),
-                              self.think, self.log])
+        self.widget = w.VBox([w.HBox([self.new_game, self.starter]), w.HBox([grid, self.status]), self.think, self.log])
         self.start()
 
     def _repr_mimebundle_(self, **kwargs):  # shows the widget when the object is a cell's last value

@@ -87,9 +87,11 @@ class Profile:
 
     def as_table(self) -> dict:
         """Every setting under its dotted name ("grpo.max_steps"), the name `with_settings` takes."""
-        return {f"{key}.{field}" if isinstance(value, dict) else key: inner
-                for key, value in asdict(self).items()
-                for field, inner in (value.items() if isinstance(value, dict) else [(None, value)])}
+        return {
+            f"{key}.{field}" if isinstance(value, dict) else key: inner
+            for key, value in asdict(self).items()
+            for field, inner in (value.items() if isinstance(value, dict) else [(None, value)])
+        }
 
     def with_settings(self, **settings) -> "Profile":
         """This profile with dotted settings changed: `profile.with_settings(**{"grpo.max_steps": 20})`."""
@@ -114,95 +116,113 @@ _BASE = Profile(
     request_timeout_s=600,
     max_concurrent=32,
     chat=ChatBudget(max_tokens=64),
-    env=EnvBudget(num_examples=20, rollouts_per_example=3, max_tokens=192, temperature=0.7,
-                  check_replies=2_000),  # about 20 s per environment on 2 cores
+    env=EnvBudget(
+        num_examples=20, rollouts_per_example=3, max_tokens=192, temperature=0.7, check_replies=2_000
+    ),  # about 20 s per environment on 2 cores
     # 20 games per opponent: intervals about +-20 points
     # 56 tokens per turn: the expert's answers, which SFT teaches, are at most 54 tokens
     eval=EvalBudget(games=20, max_tokens_per_turn=56),
     sft=SFTBudget(num_games=300, epochs=2.0, learning_rate=5e-5, batch_size=8, use_lora=False),
     # the opponents' skill range is the original course's first run
-    grpo=GRPOBudget(max_steps=10, prompts_per_step=2, num_generations=8, micro_batch_size=4,
-                    max_tokens_per_turn=56, max_episode_tokens=352, learning_rate=5e-6, temperature=1.0,
-                    min_random_move_prob=0.2, max_random_move_prob=0.7, use_lora=False, vllm_mode=""),
+    grpo=GRPOBudget(
+        max_steps=10,
+        prompts_per_step=2,
+        num_generations=8,
+        micro_batch_size=4,
+        max_tokens_per_turn=56,
+        max_episode_tokens=352,
+        learning_rate=5e-6,
+        temperature=1.0,
+        min_random_move_prob=0.2,
+        max_random_move_prob=0.7,
+        use_lora=False,
+        vllm_mode="",
+    ),
 )
 
 PROFILES = {
-    "smoke": _BASE.with_settings(**{
-        "name": "smoke",
-        "description": "CI: proves every cell runs, with tiny budgets (numbers mean nothing)",
-        "chat.max_tokens": 24,
-        "env.num_examples": 2,
-        "env.rollouts_per_example": 2,
-        "env.max_tokens": 48,
-        "env.check_replies": 200,
-        "eval.games": 2,
-        "eval.max_tokens_per_turn": 16,
-        "sft.num_games": 16,
-        "sft.epochs": 0.25,  # 2 steps of 2 games
-        "sft.batch_size": 2,
-        "grpo.max_steps": 2,
-        "grpo.num_generations": 2,
-        "grpo.micro_batch_size": 2,
-        "grpo.max_tokens_per_turn": 16,
-        "grpo.max_episode_tokens": 48,  # about 3 turns: each step's games cost seconds, not minutes
-    }),
+    "smoke": _BASE.with_settings(
+        **{
+            "name": "smoke",
+            "description": "CI: proves every cell runs, with tiny budgets (numbers mean nothing)",
+            "chat.max_tokens": 24,
+            "env.num_examples": 2,
+            "env.rollouts_per_example": 2,
+            "env.max_tokens": 48,
+            "env.check_replies": 200,
+            "eval.games": 2,
+            "eval.max_tokens_per_turn": 16,
+            "sft.num_games": 16,
+            "sft.epochs": 0.25,  # 2 steps of 2 games
+            "sft.batch_size": 2,
+            "grpo.max_steps": 2,
+            "grpo.num_generations": 2,
+            "grpo.micro_batch_size": 2,
+            "grpo.max_tokens_per_turn": 16,
+            "grpo.max_episode_tokens": 48,  # about 3 turns: each step's games cost seconds, not minutes
+        }
+    ),
     "cpu": _BASE,
-    "gpu": _BASE.with_settings(**{
-        "name": "gpu",
-        "description": "one GPU (Colab T4 16 GB or better): a 1.2B hub model served by vLLM "
-                       "(not yet run by the course team: budgets are untested estimates)",
-        "model": "LiquidAI/LFM2-1.2B",
-        "server": "vllm",
-        "server_start_timeout_s": 600,
-        "max_concurrent": 64,
-        "chat.max_tokens": 256,
-        "env.num_examples": 100,
-        "env.rollouts_per_example": 4,
-        "env.max_tokens": 512,
-        "env.check_replies": 10_000,
-        "eval.games": 200,
-        "eval.max_tokens_per_turn": 256,
-        "sft.num_games": 1000,
-        "sft.learning_rate": 2e-4,
-        "sft.batch_size": 16,
-        "sft.use_lora": True,
-        "grpo.max_steps": 200,
-        "grpo.prompts_per_step": 32,  # 256 rollouts per step
-        "grpo.micro_batch_size": 8,
-        "grpo.max_tokens_per_turn": 256,
-        "grpo.max_episode_tokens": 1536,
-        "grpo.learning_rate": 1e-5,
-        "grpo.use_lora": True,
-        "grpo.vllm_mode": "colocate",
-    }),
-    "full": _BASE.with_settings(**{
-        "name": "full",
-        "description": "a GPU box with several GPUs: a 2.6B hub model, vLLM server + accelerate "
-                       "(not yet run by the course team: budgets are untested estimates)",
-        "model": "LiquidAI/LFM2-2.6B",
-        "server": "vllm",
-        "server_start_timeout_s": 900,
-        "max_concurrent": 128,
-        "chat.max_tokens": 256,
-        "env.num_examples": 200,
-        "env.rollouts_per_example": 8,
-        "env.max_tokens": 1024,
-        "env.check_replies": 10_000,
-        "eval.games": 500,
-        "eval.max_tokens_per_turn": 512,
-        "sft.num_games": 2000,
-        "sft.learning_rate": 2e-4,
-        "sft.batch_size": 32,
-        "sft.use_lora": True,
-        "grpo.max_steps": 500,
-        "grpo.prompts_per_step": 48,  # 384 rollouts: splits evenly over 3 training GPUs x 8 x 16
-        "grpo.micro_batch_size": 8,
-        "grpo.max_tokens_per_turn": 512,
-        "grpo.max_episode_tokens": 3072,
-        "grpo.learning_rate": 1e-5,
-        "grpo.use_lora": True,
-        "grpo.vllm_mode": "server",
-    }),
+    "gpu": _BASE.with_settings(
+        **{
+            "name": "gpu",
+            "description": "one GPU (Colab T4 16 GB or better): a 1.2B hub model served by vLLM "
+            "(not yet run by the course team: budgets are untested estimates)",
+            "model": "LiquidAI/LFM2-1.2B",
+            "server": "vllm",
+            "server_start_timeout_s": 600,
+            "max_concurrent": 64,
+            "chat.max_tokens": 256,
+            "env.num_examples": 100,
+            "env.rollouts_per_example": 4,
+            "env.max_tokens": 512,
+            "env.check_replies": 10_000,
+            "eval.games": 200,
+            "eval.max_tokens_per_turn": 256,
+            "sft.num_games": 1000,
+            "sft.learning_rate": 2e-4,
+            "sft.batch_size": 16,
+            "sft.use_lora": True,
+            "grpo.max_steps": 200,
+            "grpo.prompts_per_step": 32,  # 256 rollouts per step
+            "grpo.micro_batch_size": 8,
+            "grpo.max_tokens_per_turn": 256,
+            "grpo.max_episode_tokens": 1536,
+            "grpo.learning_rate": 1e-5,
+            "grpo.use_lora": True,
+            "grpo.vllm_mode": "colocate",
+        }
+    ),
+    "full": _BASE.with_settings(
+        **{
+            "name": "full",
+            "description": "a GPU box with several GPUs: a 2.6B hub model, vLLM server + accelerate "
+            "(not yet run by the course team: budgets are untested estimates)",
+            "model": "LiquidAI/LFM2-2.6B",
+            "server": "vllm",
+            "server_start_timeout_s": 900,
+            "max_concurrent": 128,
+            "chat.max_tokens": 256,
+            "env.num_examples": 200,
+            "env.rollouts_per_example": 8,
+            "env.max_tokens": 1024,
+            "env.check_replies": 10_000,
+            "eval.games": 500,
+            "eval.max_tokens_per_turn": 512,
+            "sft.num_games": 2000,
+            "sft.learning_rate": 2e-4,
+            "sft.batch_size": 32,
+            "sft.use_lora": True,
+            "grpo.max_steps": 500,
+            "grpo.prompts_per_step": 48,  # 384 rollouts: splits evenly over 3 training GPUs x 8 x 16
+            "grpo.micro_batch_size": 8,
+            "grpo.max_tokens_per_turn": 512,
+            "grpo.max_episode_tokens": 3072,
+            "grpo.learning_rate": 1e-5,
+            "grpo.use_lora": True,
+            "grpo.vllm_mode": "server",
+        }
+    ),
 }
 
 
@@ -214,8 +234,7 @@ def detect_hardware() -> dict:
 
         if torch.cuda.is_available():
             info["gpus"] = [
-                f"{torch.cuda.get_device_name(i)} "
-                f"({torch.cuda.get_device_properties(i).total_memory / 2**30:.0f} GiB)"
+                f"{torch.cuda.get_device_name(i)} ({torch.cuda.get_device_properties(i).total_memory / 2**30:.0f} GiB)"
                 for i in range(torch.cuda.device_count())
             ]
     except ImportError:
@@ -238,16 +257,20 @@ def get_profile(name: str | None = None) -> Profile:
         return profile
     capability = cuda_capability()
     if capability is None:
-        raise ValueError(f"The {name!r} profile needs an NVIDIA GPU, and PyTorch sees none "
-                         f"(torch.cuda.is_available() is False). Unset {PROFILE_VARIABLE} to pick the profile "
-                         f"from the hardware, or set {PROFILE_VARIABLE}=cpu. On Colab: Runtime > Change runtime "
-                         "type > a GPU, then run the notebook again from the top.")
+        raise ValueError(
+            f"The {name!r} profile needs an NVIDIA GPU, and PyTorch sees none "
+            f"(torch.cuda.is_available() is False). Unset {PROFILE_VARIABLE} to pick the profile "
+            f"from the hardware, or set {PROFILE_VARIABLE}=cpu. On Colab: Runtime > Change runtime "
+            "type > a GPU, then run the notebook again from the top."
+        )
     reason = why_no_vllm(capability)
     if reason is None:
         return profile
-    _say_once(f"{reason}: the {name!r} profile serves with `transformers serve --device cuda "
-              "--continuous-batching` and GRPO generates with transformers. That works; vLLM would be "
-              f"several times faster ({INSTALL_VLLM}, Linux + NVIDIA GPU).")
+    _say_once(
+        f"{reason}: the {name!r} profile serves with `transformers serve --device cuda "
+        "--continuous-batching` and GRPO generates with transformers. That works; vLLM would be "
+        f"several times faster ({INSTALL_VLLM}, Linux + NVIDIA GPU)."
+    )
     return profile.with_settings(**{"server": "transformers", "grpo.vllm_mode": ""})
 
 

@@ -28,7 +28,7 @@ def episode_tokens(state) -> dict:
     prompt_ids = steps[0]["prompt_ids"]
     completion_ids, env_mask, logprobs = [], [], []
     for step in steps:
-        env_reply = step["prompt_ids"][len(prompt_ids) + len(completion_ids):]
+        env_reply = step["prompt_ids"][len(prompt_ids) + len(completion_ids) :]
         completion_ids += env_reply + step["completion_ids"]
         env_mask += [0] * len(env_reply) + step["completion_mask"]
         logprobs += [0.0] * len(env_reply) + step["completion_logprobs"]
@@ -37,6 +37,7 @@ def episode_tokens(state) -> dict:
 
 async def play_episodes(env, rows: list[dict], client: LocalModelClient, model_name: str = "policy") -> list:
     """Run and score one episode per row with the environment's own rollout and rubric."""
+
     async def one(row):
         state = await env.rollout(row, client, model_name, {})
         if state.get("error") is not None:  # verifiers stores rollout errors in the state
@@ -66,8 +67,10 @@ def trl_reward_functions(env) -> tuple[list[Callable], list[float]]:
     """One TRL reward function per rubric function: it returns the value the rubric computed."""
     functions = []
     for name, _ in reward_names_and_weights(env):
+
         def reward(completions, _name=name, **kwargs):
             return [float(value) for value in kwargs[_name]]
+
         reward.__name__ = name  # TRL logs rewards/<name>/mean
         functions.append(reward)
     return functions, [weight for _, weight in reward_names_and_weights(env)]
@@ -81,8 +84,9 @@ def trl_prompt_dataset(env_dataset):
     return Dataset.from_dict({"prompt": [json.dumps({"row": i}) for i in range(len(env_dataset))]})
 
 
-def make_rollout_func(env, env_dataset, tokenizer, generate_batch: Callable, max_tokens_per_turn: int,
-                      stats: dict | None = None):
+def make_rollout_func(
+    env, env_dataset, tokenizer, generate_batch: Callable, max_tokens_per_turn: int, stats: dict | None = None
+):
     """`rollout_func(prompts, trainer)` for GRPOTrainer. Prompts arrive already repeated
     num_generations times; we return one episode per prompt, with the rubric's values as extra
     keys for `trl_reward_functions`."""
@@ -90,11 +94,18 @@ def make_rollout_func(env, env_dataset, tokenizer, generate_batch: Callable, max
 
     def rollout_func(prompts: list[str], trainer) -> dict:
         rows = [env_dataset[json.loads(prompt)["row"]] for prompt in prompts]
-        sampling = {"max_tokens": max_tokens_per_turn, "temperature": trainer.args.temperature,
-                    "top_p": trainer.args.top_p}
+        sampling = {
+            "max_tokens": max_tokens_per_turn,
+            "temperature": trainer.args.temperature,
+            "top_p": trainer.args.top_p,
+        }
         prefix_cache = PrefixCache(max_entries=len(prompts))  # this step's weights only
-        client = LocalModelClient(tokenizer, lambda ids, options: generate_batch(trainer, ids, options, prefix_cache),
-                                  sampling, max_batch_size=len(prompts))
+        client = LocalModelClient(
+            tokenizer,
+            lambda ids, options: generate_batch(trainer, ids, options, prefix_cache),
+            sampling,
+            max_batch_size=len(prompts),
+        )
         states = run_coroutine(play_episodes(env, rows, client))
         output = {"prompt_ids": [], "completion_ids": [], "env_mask": [], "logprobs": []}
         for state in states:
@@ -133,8 +144,13 @@ def vllm_generate_batch(trainer, prompts: list[list[int]], sampling: dict, prefi
             base_url = generation.server_base_url or f"http://{generation.server_host}:{generation.server_port}"
             generation.vllm_client = VLLMClient(base_url=base_url, connection_timeout=generation.server_timeout)
         output = generation.vllm_client.generate(
-            prompts=prompts, n=1, temperature=generation.temperature, top_p=generation.top_p,
-            max_tokens=sampling["max_tokens"], logprobs=0)
+            prompts=prompts,
+            n=1,
+            temperature=generation.temperature,
+            top_p=generation.top_p,
+            max_tokens=sampling["max_tokens"],
+            logprobs=0,
+        )
         completion_ids, logprobs = output["completion_ids"], output["logprobs"]
     else:
         _, completion_ids, logprobs, _ = generation.generate(prompts=prompts, images=None, num_generations=1)

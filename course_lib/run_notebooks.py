@@ -24,8 +24,7 @@ def run(prefixes: list[str]) -> int:
     profile = get_profile()
     out = output_dir(profile) / "notebooks"
     out.mkdir(parents=True, exist_ok=True)
-    notebooks = sorted(p for p in NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")
-                       if not prefixes or p.name[:2] in prefixes)
+    notebooks = sorted(p for p in NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb") if not prefixes or p.name[:2] in prefixes)
     print(f"Profile {profile.name!r}: running {len(notebooks)} notebooks; executed copies in {out}")
     times = {}
     for path in notebooks:
@@ -33,12 +32,15 @@ def run(prefixes: list[str]) -> int:
         notebook = nbformat.read(path, as_version=4)
         start = time.monotonic()
         try:
-            NotebookClient(notebook, timeout=None, kernel_name="python3",
-                           resources={"metadata": {"path": str(NOTEBOOKS_DIR)}}).execute()
+            NotebookClient(
+                notebook, timeout=None, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS_DIR)}}
+            ).execute()
         except Exception as error:  # a failing cell, or a kernel that died (out of memory?)
             nbformat.write(notebook, out / path.name)
-            print(f"✗ {path.name} failed after {time.monotonic() - start:.0f} s ({type(error).__name__}); "
-                  f"the executed copy is {out / path.name}\n{error}")
+            print(
+                f"✗ {path.name} failed after {time.monotonic() - start:.0f} s ({type(error).__name__}); "
+                f"the executed copy is {out / path.name}\n{error}"
+            )
             return 1
         finally:
             times[path.name] = round(time.monotonic() - start, 1)

@@ -119,6 +119,7 @@ class ScriptedClient(OfflineClient):
 
 # ---------------------------------------------------------------- the wiki-search expert
 
+
 def wiki_expert_turn(messages: list, answer: str) -> dict:
     """The wiki expert's next assistant message, a fixed plan: search_pages(question), view_sections of the
     top hit, read_section on every section (parallel calls), then answer -- with the gold
@@ -143,8 +144,10 @@ def wiki_expert_turn(messages: list, answer: str) -> dict:
         return {"content": None, "tool_calls": [call("view_sections", page_id=hit.group(1))]}
     if last_calls == ["view_sections"] and hit:
         section_ids = re.findall(r"^- ([a-z0-9-]+):", results[0], flags=re.M)
-        return {"content": None, "tool_calls": [call("read_section", page_id=hit.group(1), section_id=s)
-                                                 for s in section_ids]}
+        return {
+            "content": None,
+            "tool_calls": [call("read_section", page_id=hit.group(1), section_id=s) for s in section_ids],
+        }
     if last_calls and all(name == "read_section" for name in last_calls):
         if any(f" {wiki.normalize(answer)} " in f" {wiki.normalize(text)} " for text in results):
             return {"content": f"The answer is {answer}.", "tool_calls": None}
@@ -154,13 +157,19 @@ def wiki_expert_turn(messages: list, answer: str) -> dict:
 def wiki_expert_client(policy=wiki_expert_turn) -> "vf.Client":
     """A verifiers client with no model behind it: each call returns `policy(messages, answer)`
     as the assistant's message. Pass it to env.evaluate(client=..., model="scripted-expert")."""
+
     class ScriptedExpert(OfflineClient):
         def respond(self, prompt, **kwargs):
             state = kwargs.get("state") or {}
             turn = policy(prompt, state.get("answer", ""))
-            tool_calls = [vf.ToolCall(id=f"call_{len(prompt)}_{i}", **call)
-                          for i, call in enumerate(turn.get("tool_calls") or [])]
-            return vf.ResponseMessage(content=turn.get("content"), tool_calls=tool_calls or None,
-                                      finish_reason="tool_calls" if tool_calls else "stop", is_truncated=False)
+            tool_calls = [
+                vf.ToolCall(id=f"call_{len(prompt)}_{i}", **call) for i, call in enumerate(turn.get("tool_calls") or [])
+            ]
+            return vf.ResponseMessage(
+                content=turn.get("content"),
+                tool_calls=tool_calls or None,
+                finish_reason="tool_calls" if tool_calls else "stop",
+                is_truncated=False,
+            )
 
     return ScriptedExpert()

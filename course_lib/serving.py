@@ -174,9 +174,11 @@ def find_program(name: str) -> str:
     """The path of the program `name`: next to this Python, else on PATH."""
     path = shutil.which(name, path=BIN_DIR) or shutil.which(name)
     if path is None:
-        raise ServerError(f"Cannot find the program {name!r}, neither in {BIN_DIR} (next to this Python) "
-                          "nor on PATH. Install the course's requirements into this Python (make install), "
-                          "or start Jupyter from the environment where they are installed.")
+        raise ServerError(
+            f"Cannot find the program {name!r}, neither in {BIN_DIR} (next to this Python) "
+            "nor on PATH. Install the course's requirements into this Python (make install), "
+            "or start Jupyter from the environment where they are installed."
+        )
     return path
 
 
@@ -186,26 +188,47 @@ def server_command(profile: Profile, model_path: str, port: int) -> list[str]:
     capability = cuda_capability()
     address = ["--host", "127.0.0.1", "--port", str(port)]
     if profile.server == "transformers":
-        device = ["--device", "cpu"] if capability is None else [
-            "--device", "cuda", "--continuous-batching", "--dtype", precision(capability)]
+        device = (
+            ["--device", "cpu"]
+            if capability is None
+            else ["--device", "cuda", "--continuous-batching", "--dtype", precision(capability)]
+        )
         return [find_program("transformers"), "serve", model_path, *device, *address]
-    return [find_program("vllm"), "serve", model_path, *address, "--served-model-name", profile.model,
-            "--dtype", precision(capability), "--gpu-memory-utilization", "0.85"]
+    return [
+        find_program("vllm"),
+        "serve",
+        model_path,
+        *address,
+        "--served-model-name",
+        profile.model,
+        "--dtype",
+        precision(capability),
+        "--gpu-memory-utilization",
+        "0.85",
+    ]
 
 
-def start_server(profile: Profile | None = None, model_path: str | None = None, port: int | None = None,
-                 extra_args: tuple[str, ...] = ()) -> Server:
+def start_server(
+    profile: Profile | None = None,
+    model_path: str | None = None,
+    port: int | None = None,
+    extra_args: tuple[str, ...] = (),
+) -> Server:
     """Start a server for the profile's model (or `model_path`) and wait until it answers."""
     profile = profile or get_profile()
     if profile.server == "vllm" and not _has_gpu():
-        raise ServerError(f"Profile {profile.name!r} needs a GPU for vLLM and none was found. "
-                          "Use COURSE_PROFILE=cpu to run on the CPU with the embedded model.")
+        raise ServerError(
+            f"Profile {profile.name!r} needs a GPU for vLLM and none was found. "
+            "Use COURSE_PROFILE=cpu to run on the CPU with the embedded model."
+        )
     model_path = model_path or resolve_model(profile)
     if port is None:
         port = free_port()
     elif port_is_busy(port):
-        raise ServerError(f"Port {port} is busy (another server still running? `lsof -i :{port}` shows it). "
-                          "Stop it, or pass another port, or port=None for a free one.")
+        raise ServerError(
+            f"Port {port} is busy (another server still running? `lsof -i :{port}` shows it). "
+            "Stop it, or pass another port, or port=None for a free one."
+        )
     command = server_command(profile, model_path, port) + list(extra_args)
     log_dir = output_dir(profile) / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -213,7 +236,10 @@ def start_server(profile: Profile | None = None, model_path: str | None = None, 
     log_file = open(log_path, "w")
     process = subprocess.Popen(
         [sys.executable, "-c", _SUPERVISE, str(os.getpid()), *command],
-        stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1", "PATH": os.pathsep.join([BIN_DIR, os.environ.get("PATH", "")])},
     )
     server = Server(
@@ -221,7 +247,9 @@ def start_server(profile: Profile | None = None, model_path: str | None = None, 
         model=model_path if profile.server == "transformers" else profile.model,
         kind=profile.server,
         request_timeout_s=profile.request_timeout_s,
-        process=process, log_path=log_path, _log_file=log_file,
+        process=process,
+        log_path=log_path,
+        _log_file=log_file,
     )
     atexit.register(server.stop)
     try:
@@ -243,8 +271,10 @@ def _wait_until_ready(server: Server, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
-            raise ServerError(f"The server exited with code {server.process.returncode} while starting. "
-                              f"Last lines of {server.log_path}:\n{server.log_tail()}")
+            raise ServerError(
+                f"The server exited with code {server.process.returncode} while starting. "
+                f"Last lines of {server.log_path}:\n{server.log_tail()}"
+            )
         try:
             with urllib.request.urlopen(health_url, timeout=2) as response:
                 if response.status == 200:
@@ -252,14 +282,20 @@ def _wait_until_ready(server: Server, timeout_s: float) -> None:
         except OSError:
             pass
         time.sleep(0.5)
-    raise ServerError(f"The server did not answer within {timeout_s} s (raise the profile's "
-                      f"server_start_timeout_s on a slow machine). Last lines of {server.log_path}:\n"
-                      f"{server.log_tail()}")
+    raise ServerError(
+        f"The server did not answer within {timeout_s} s (raise the profile's "
+        f"server_start_timeout_s on a slow machine). Last lines of {server.log_path}:\n"
+        f"{server.log_tail()}"
+    )
 
 
 @contextmanager
-def serve(profile: Profile | None = None, model_path: str | None = None, port: int | None = None,
-          extra_args: tuple[str, ...] = ()):
+def serve(
+    profile: Profile | None = None,
+    model_path: str | None = None,
+    port: int | None = None,
+    extra_args: tuple[str, ...] = (),
+):
     """`with serve() as server:` starts a server and stops it when the block ends, however it ends."""
     server = start_server(profile, model_path, port, extra_args)
     try:
@@ -285,9 +321,11 @@ def external_endpoint(default_model: str = "gpt-5-mini", request_timeout_s: floa
     if not api_key:
         raise EndpointNotConfigured(
             f"No API key set, so the API model is skipped. To use one, set {API_KEY_VARIABLE} "
-            f"(or OPENAI_API_KEY), and optionally {API_BASE_URL_VARIABLE} and {API_MODEL_VARIABLE}.")
+            f"(or OPENAI_API_KEY), and optionally {API_BASE_URL_VARIABLE} and {API_MODEL_VARIABLE}."
+        )
     return Server(
         base_url=os.environ.get(API_BASE_URL_VARIABLE, "https://api.openai.com/v1"),
         model=os.environ.get(API_MODEL_VARIABLE, default_model),
-        api_key=api_key, request_timeout_s=request_timeout_s,
+        api_key=api_key,
+        request_timeout_s=request_timeout_s,
     )

@@ -33,6 +33,7 @@ CPU_MICRO_BATCH = 2  # conversations per forward pass on CPU (memory); gradients
 
 # --- 1. The teacher plays through the environment ------------------------------------------
 
+
 def teacher_environment(num_games: int, seed: int = TEACHER_SEED):
     """The tic-tac-toe environment with `num_games` training rows, opponents of every skill.
 
@@ -44,18 +45,32 @@ def teacher_environment(num_games: int, seed: int = TEACHER_SEED):
     return env
 
 
-async def play_games(client, model: str, num_games: int, seed: int = TEACHER_SEED,
-                     sampling_args: dict | None = None, max_concurrent: int = 32, progress: bool = True) -> list[dict]:
+async def play_games(
+    client,
+    model: str,
+    num_games: int,
+    seed: int = TEACHER_SEED,
+    sampling_args: dict | None = None,
+    max_concurrent: int = 32,
+    progress: bool = True,
+) -> list[dict]:
     """`num_games` games by the teacher behind `client` (any verifiers client), in row order."""
     env = teacher_environment(num_games, seed)
-    results = await env.evaluate(client, model, sampling_args=sampling_args or {}, num_examples=-1,
-                                 rollouts_per_example=1, max_concurrent=max_concurrent,
-                                 state_columns=GAME_STATE_COLUMNS,
-                                 on_start=None if progress else lambda *args: None)  # no start, no progress bar
+    results = await env.evaluate(
+        client,
+        model,
+        sampling_args=sampling_args or {},
+        num_examples=-1,
+        rollouts_per_example=1,
+        max_concurrent=max_concurrent,
+        state_columns=GAME_STATE_COLUMNS,
+        on_start=None if progress else lambda *args: None,
+    )  # no start, no progress bar
     return sorted(results["outputs"], key=lambda output: output["example_id"])
 
 
 # --- 2. Filter and convert -----------------------------------------------------------------
+
 
 def rejection_reason(output: dict) -> str | None:
     """Why a game must not be imitated, or None to keep it. Checked in this order."""
@@ -76,8 +91,9 @@ def game_to_messages(output: dict) -> list[dict]:
     """The conversation as the model sees it: the environment's prompt (system + first board) and
     every message after it, as plain {"role", "content"} dicts, up to the last assistant answer
     (the final "Game over" message asks for nothing, so there is nothing to learn after it)."""
-    messages = [{"role": m["role"], "content": m["content"]}
-                for m in list(output["prompt"]) + list(output["completion"])]
+    messages = [
+        {"role": m["role"], "content": m["content"]} for m in list(output["prompt"]) + list(output["completion"])
+    ]
     last_answer = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
     return messages[: last_answer + 1]
 
@@ -98,17 +114,24 @@ def build_dataset(outputs: list[dict], teacher: str) -> tuple[list[dict], dict[s
             dropped[reason] = dropped.get(reason, 0) + 1
             continue
         seen.add(moves)
-        rows.append({
-            "messages": game_to_messages(output), "teacher": teacher, "example_id": output["example_id"],
-            "game_seed": output["game_seed"], "model_starts": output["model_starts"],
-            "random_move_prob": output["random_move_prob"], "result": outcome(output["winner"]),
-            "model_turns": output["model_turns"],
-            "moves": [cell for _, cell in output["moves"]],  # cells in play order, the first mover's first
-        })
+        rows.append(
+            {
+                "messages": game_to_messages(output),
+                "teacher": teacher,
+                "example_id": output["example_id"],
+                "game_seed": output["game_seed"],
+                "model_starts": output["model_starts"],
+                "random_move_prob": output["random_move_prob"],
+                "result": outcome(output["winner"]),
+                "model_turns": output["model_turns"],
+                "moves": [cell for _, cell in output["moves"]],  # cells in play order, the first mover's first
+            }
+        )
     return rows, dropped
 
 
 # --- 3. Save and load ----------------------------------------------------------------------
+
 
 def save_dataset(rows: list[dict], directory: Path, meta: dict) -> Path:
     """JSON Lines (one game per line, reads in milliseconds, diffs in git) plus meta.json."""
@@ -125,16 +148,25 @@ def load_dataset(directory: Path = DATA_DIR):
     """The SFT games as a `datasets.Dataset` (default: the shipped expert games)."""
     from datasets import Dataset
 
-    fix = ("Write the games again with `python -m course_lib.sft` (notebook 07), or restore the shipped "
-           "ones with `git checkout data/tictactoe_sft`.")
+    fix = (
+        "Write the games again with `python -m course_lib.sft` (notebook 07), or restore the shipped "
+        "ones with `git checkout data/tictactoe_sft`."
+    )
     return Dataset.from_list(read_jsonl(Path(directory) / GAMES_FILE, {"messages": list}, fix))
 
 
 def dataset_meta(teacher: str, outputs: list[dict], rows: list[dict], dropped: dict, seed: int = TEACHER_SEED) -> dict:
     """What data/README.md's data card reports, stored next to the games."""
-    return {"teacher": teacher, "environment_seed": seed, "split": "train", "games_played": len(outputs),
-            "games_kept": len(rows), "dropped": dropped, "max_turns": MAX_TURNS,
-            "command": "python -m course_lib.sft"}
+    return {
+        "teacher": teacher,
+        "environment_seed": seed,
+        "split": "train",
+        "games_played": len(outputs),
+        "games_kept": len(rows),
+        "dropped": dropped,
+        "max_turns": MAX_TURNS,
+        "command": "python -m course_lib.sft",
+    }
 
 
 async def make_expert_dataset(num_games: int, directory: Path, seed: int = TEACHER_SEED):
@@ -183,6 +215,7 @@ def training_chat_template(tokenizer) -> str | None:
 
 # --- 5. The trainer ------------------------------------------------------------------------
 
+
 def sft_config(profile: Profile, output_dir: Path, **overrides):
     from trl import SFTConfig
 
@@ -218,8 +251,7 @@ def lora_config(use_lora: bool, rank: int = 16):
         return None
     from peft import LoraConfig
 
-    return LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules="all-linear",
-                      task_type="CAUSAL_LM")
+    return LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM")
 
 
 def build_sft_trainer(profile: Profile, dataset, model_path: str, output_dir: Path, callbacks=None, **config_overrides):
@@ -233,7 +265,8 @@ def build_sft_trainer(profile: Profile, dataset, model_path: str, output_dir: Pa
         tokenizer.chat_template = template
     return SFTTrainer(
         model=AutoModelForCausalLM.from_pretrained(
-            model_path, dtype=training_dtype(cuda_capability(), profile.sft.use_lora)),
+            model_path, dtype=training_dtype(cuda_capability(), profile.sft.use_lora)
+        ),
         args=sft_config(profile, output_dir, **config_overrides),
         train_dataset=dataset.select_columns(["messages"]),
         processing_class=tokenizer,
@@ -278,10 +311,13 @@ def checkpoint_or_train(profile: Profile) -> Path:
     if (final / "config.json").is_file():
         return final
     data, base = training_data_dir(profile), resolve_model(profile)
-    print(f"No SFT checkpoint at {final}: notebook 08 (08_sft_warmup.ipynb) makes it. Training it now with "
-          f"08's settings on {data} (08's training step: about 20 minutes on 2 CPU cores in the cpu profile, "
-          "a minute in smoke), so that GRPO starts from a model that knows the answer format. "
-          "Run notebook 08 to see it made and evaluated.", flush=True)
+    print(
+        f"No SFT checkpoint at {final}: notebook 08 (08_sft_warmup.ipynb) makes it. Training it now with "
+        f"08's settings on {data} (08's training step: about 20 minutes on 2 CPU cores in the cpu profile, "
+        "a minute in smoke), so that GRPO starts from a model that knows the answer format. "
+        "Run notebook 08 to see it made and evaluated.",
+        flush=True,
+    )
     trainer = build_sft_trainer(profile, load_dataset(data), base, sft_output_dir(profile))
     trainer.train()
     save_final(trainer, final, base)

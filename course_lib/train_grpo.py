@@ -38,8 +38,10 @@ from course_lib.sft import final_checkpoint, save_final
 def default_model(profile) -> str:
     final = final_checkpoint(profile)
     if not (final / "config.json").is_file():
-        raise SystemExit(f"No SFT checkpoint at {final}: run notebook 08 (08_sft_warmup.ipynb) first, or pass "
-                         "--model (a checkpoint path or Hub id) to start from another model on purpose.")
+        raise SystemExit(
+            f"No SFT checkpoint at {final}: run notebook 08 (08_sft_warmup.ipynb) first, or pass "
+            "--model (a checkpoint path or Hub id) to start from another model on purpose."
+        )
     return str(final)
 
 
@@ -65,9 +67,19 @@ def evaluate_before_after(profile, start: str, final: str, games: int, out: Path
     results = []
     for player, path in (("start", start), ("after GRPO", final)):
         with start_model(profile, model_path=path) as llm:
-            results.append(asyncio.run(evaluate_player(
-                llm.client, llm.model, player, games, sampling_args=turn_sampling_args(profile),
-                max_concurrent=profile.max_concurrent, out_dir=out / "eval")))
+            results.append(
+                asyncio.run(
+                    evaluate_player(
+                        llm.client,
+                        llm.model,
+                        player,
+                        games,
+                        sampling_args=turn_sampling_args(profile),
+                        max_concurrent=profile.max_concurrent,
+                        out_dir=out / "eval",
+                    )
+                )
+            )
     evaluated = EvalResult.concat(results)
     evaluated.games.to_csv(out / "eval_games.csv", index=False)
     row = {}
@@ -84,10 +96,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", help="smoke, cpu, gpu or full (default: from the hardware)")
     parser.add_argument("--model", help="checkpoint or Hub id to start from")
     parser.add_argument("--output-dir", type=Path, help="default: outputs/<profile>/grpo")
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="change a profile field for this run, e.g. grpo.learning_rate=2e-5 (repeatable)")
-    parser.add_argument("--evaluate", type=int, metavar="N",
-                        help="then play start and trained model on the same N games per opponent (one process only)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="change a profile field for this run, e.g. grpo.learning_rate=2e-5 (repeatable)",
+    )
+    parser.add_argument(
+        "--evaluate",
+        type=int,
+        metavar="N",
+        help="then play start and trained model on the same N games per opponent (one process only)",
+    )
     args = parser.parse_args(argv)
 
     profile = with_settings(get_profile(args.profile), args.set)
@@ -107,9 +128,13 @@ def main(argv: list[str] | None = None) -> None:
         from course_lib.hardware import release
 
         release(trainer)
-        row = {"run": out.name, "settings": " ".join(args.set), "training minutes": round(minutes, 1),
-               "games per opponent": args.evaluate,
-               **evaluate_before_after(profile, start, str(final), args.evaluate, out)}
+        row = {
+            "run": out.name,
+            "settings": " ".join(args.set),
+            "training minutes": round(minutes, 1),
+            "games per opponent": args.evaluate,
+            **evaluate_before_after(profile, start, str(final), args.evaluate, out),
+        }
         table = out.parent / "sweep.csv"
         pd.DataFrame([row]).to_csv(table, mode="a", header=not table.exists(), index=False)
         print(pd.Series(row).to_string())

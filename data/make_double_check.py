@@ -23,11 +23,21 @@ OUT = Path(__file__).resolve().parent.parent / "course_lib" / "envs" / "double_c
 N_EASY, N_TWO_STEP, N_WORD = 200, 125, 175
 
 NAMES = [
-    ("Maria", "she", "her"), ("Omar", "he", "his"), ("Priya", "she", "her"),
-    ("Lena", "she", "her"), ("Tomas", "he", "his"), ("Aiko", "she", "her"),
-    ("Kwame", "he", "his"), ("Sofia", "she", "her"), ("Jonas", "he", "his"),
-    ("Elena", "she", "her"), ("Mateo", "he", "his"), ("Hana", "she", "her"),
-    ("Ravi", "he", "his"), ("Nadia", "she", "her"), ("Felix", "he", "his"),
+    ("Maria", "she", "her"),
+    ("Omar", "he", "his"),
+    ("Priya", "she", "her"),
+    ("Lena", "she", "her"),
+    ("Tomas", "he", "his"),
+    ("Aiko", "she", "her"),
+    ("Kwame", "he", "his"),
+    ("Sofia", "she", "her"),
+    ("Jonas", "he", "his"),
+    ("Elena", "she", "her"),
+    ("Mateo", "he", "his"),
+    ("Hana", "she", "her"),
+    ("Ravi", "he", "his"),
+    ("Nadia", "she", "her"),
+    ("Felix", "he", "his"),
 ]
 ASK = ["What is {e}?", "Compute {e}.", "Calculate {e}.", "What is the value of {e}?", "{e} = ?"]
 
@@ -37,6 +47,7 @@ def ask(rng, expr):
 
 
 # ---------------------------------------------------------------- easy, one step
+
 
 def easy(rng):
     op = rng.choices(["+", "-", "x", "/"], weights=[4, 3, 3, 2])[0]
@@ -63,6 +74,7 @@ def easy(rng):
 
 
 # ---------------------------------------------------------------- two steps
+
 
 def two_step(rng):
     kind = rng.randint(0, 6)
@@ -91,13 +103,13 @@ def two_step(rng):
 
 # ---------------------------------------------------------------- word problems
 
+
 def w_bundle_price(rng):
     item = rng.choice(["pencils", "erasers", "stickers", "postcards", "buttons", "marbles"])
     per, price = rng.choice([(3, 2), (2, 5), (4, 3), (5, 2), (3, 4), (2, 3), (6, 5)])
     k = rng.randint(2, 9)
     n = per * k
-    q = (f"A shop sells {item} at {per} for {price} dollars. "
-         f"How many dollars do {n} {item} cost?")
+    q = f"A shop sells {item} at {per} for {price} dollars. How many dollars do {n} {item} cost?"
     return q, price * k
 
 
@@ -108,16 +120,24 @@ def w_give_and_buy(rng):
     a = rng.randint(15, 60)
     g = rng.randint(2, a - 3)
     b = rng.randint(2, 25)
-    q = (f"{name} has {a} {thing}. {pron.capitalize()} gives {g} to {other} and then "
-         f"buys {b} more. How many {thing} does {name} have now?")
+    q = (
+        f"{name} has {a} {thing}. {pron.capitalize()} gives {g} to {other} and then "
+        f"buys {b} more. How many {thing} does {name} have now?"
+    )
     return q, a - g + b
 
 
 def w_groups(rng):
-    container, item, size = rng.choice([
-        ("box", "eggs", 12), ("pack", "juice boxes", 6), ("crate", "bottles", 24),
-        ("bag", "oranges", 8), ("tray", "muffins", 9), ("carton", "pencils", 10),
-    ])
+    container, item, size = rng.choice(
+        [
+            ("box", "eggs", 12),
+            ("pack", "juice boxes", 6),
+            ("crate", "bottles", 24),
+            ("bag", "oranges", 8),
+            ("tray", "muffins", 9),
+            ("carton", "pencils", 10),
+        ]
+    )
     n = rng.randint(3, 15)
     plural = "boxes" if container == "box" else container + "s"
     q = f"A {container} holds {size} {item}. How many {item} are in {n} {plural}?"
@@ -127,8 +147,7 @@ def w_groups(rng):
 def w_speed(rng):
     v, t = rng.randint(4, 18) * 5, rng.randint(2, 6)
     vehicle = rng.choice(["A train", "A car", "A bus", "A truck"])
-    q = (f"{vehicle} travels at {v} kilometers per hour for {t} hours. "
-         f"How many kilometers does it travel?")
+    q = f"{vehicle} travels at {v} kilometers per hour for {t} hours. How many kilometers does it travel?"
     return q, v * t
 
 
@@ -137,8 +156,10 @@ def w_change(rng):
     price, k = rng.randint(3, 12), rng.randint(2, 6)
     note = rng.choice([n for n in (20, 50, 100) if n >= price * k])
     thing = rng.choice(["tickets", "notebooks", "sandwiches", "plants", "mugs"])
-    q = (f"{thing.capitalize()} cost {price} dollars each. {name} buys {k} {thing} and pays "
-         f"with a {note}-dollar note. How many dollars of change does {name} get?")
+    q = (
+        f"{thing.capitalize()} cost {price} dollars each. {name} buys {k} {thing} and pays "
+        f"with a {note}-dollar note. How many dollars of change does {name} get?"
+    )
     return q, note - price * k
 
 
@@ -146,16 +167,17 @@ def w_share(rng):
     kids, each = rng.randint(2, 9), rng.randint(2, 12)
     total = kids * each
     thing = rng.choice(["cookies", "grapes", "crayons", "cherries", "coins"])
-    q = (f"{total} {thing} are shared equally among {kids} children. "
-         f"How many {thing} does each child get?")
+    q = f"{total} {thing} are shared equally among {kids} children. How many {thing} does each child get?"
     return q, each
 
 
 def w_temperature(rng):
     start, drop = rng.randint(-5, 15), rng.randint(3, 25)
     city = rng.choice(["a mountain village", "a small town", "the city", "a desert camp"])
-    q = (f"In {city} the temperature was {start} degrees at noon and fell by {drop} degrees "
-         f"by midnight. What was the temperature at midnight, in degrees?")
+    q = (
+        f"In {city} the temperature was {start} degrees at noon and fell by {drop} degrees "
+        f"by midnight. What was the temperature at midnight, in degrees?"
+    )
     return q, start - drop
 
 
@@ -163,11 +185,9 @@ def w_rectangle(rng):
     length, width = rng.randint(3, 20), rng.randint(2, 15)
     length, width = max(length, width), min(length, width)
     if rng.random() < 0.5:
-        q = (f"A rectangle is {length} cm long and {width} cm wide. "
-             f"What is its perimeter in cm?")
+        q = f"A rectangle is {length} cm long and {width} cm wide. What is its perimeter in cm?"
         return q, 2 * (length + width)
-    q = (f"A rectangular garden is {length} meters long and {width} meters wide. "
-         f"What is its area in square meters?")
+    q = f"A rectangular garden is {length} meters long and {width} meters wide. What is its area in square meters?"
     return q, length * width
 
 
@@ -176,27 +196,23 @@ def w_ages(rng):
     age = rng.randint(4, 15)
     if rng.random() < 0.5:
         k = rng.randint(2, 4)
-        q = (f"{name} is {age} years old. {poss.capitalize()} aunt is {k} times as old. "
-             f"How old is {poss} aunt?")
+        q = f"{name} is {age} years old. {poss.capitalize()} aunt is {k} times as old. How old is {poss} aunt?"
         return q, age * k
     d, y = rng.randint(2, 9), rng.randint(2, 10)
-    q = (f"{name} is {age} years old and {poss} brother is {d} years older. "
-         f"How old will {poss} brother be in {y} years?")
+    q = f"{name} is {age} years old and {poss} brother is {d} years older. How old will {poss} brother be in {y} years?"
     return q, age + d + y
 
 
 def w_hens(rng):
     hens, eggs, weeks = rng.randint(3, 9), rng.randint(3, 6), rng.randint(2, 4)
-    q = (f"A farmer has {hens} hens. Each hen lays {eggs} eggs a week. "
-         f"How many eggs do the hens lay in {weeks} weeks?")
+    q = f"A farmer has {hens} hens. Each hen lays {eggs} eggs a week. How many eggs do the hens lay in {weeks} weeks?"
     return q, hens * eggs * weeks
 
 
 def w_reading(rng):
     name, pron, _ = rng.choice(NAMES)
     pages = rng.randint(5, 30)
-    q = (f"{name} reads {pages} pages every day. How many pages does "
-         f"{pron} read in one week?")
+    q = f"{name} reads {pages} pages every day. How many pages does {pron} read in one week?"
     if pron == "they":
         q = q.replace("does they", "do they")
     return q, pages * 7
@@ -212,8 +228,10 @@ def w_class(rng):
 def w_wage(rng):
     name, pron, _ = rng.choice(NAMES)
     rate, hours, spend = rng.randint(8, 20), rng.randint(3, 8), rng.randint(5, 40)
-    q = (f"{name} earns {rate} dollars per hour and works {hours} hours. Then {pron} "
-         f"spends {spend} dollars on lunch and a book. How many dollars are left?")
+    q = (
+        f"{name} earns {rate} dollars per hour and works {hours} hours. Then {pron} "
+        f"spends {spend} dollars on lunch and a book. How many dollars are left?"
+    )
     return q, rate * hours - spend
 
 
@@ -221,29 +239,43 @@ def w_savings(rng):
     name, pron, _ = rng.choice(NAMES)
     per, weeks = rng.randint(3, 15), rng.randint(3, 12)
     goal = per * weeks
-    q = (f"{name} saves {per} dollars every week. How many weeks does it take "
-         f"{name} to save {goal} dollars?")
+    q = f"{name} saves {per} dollars every week. How many weeks does it take {name} to save {goal} dollars?"
     return q, weeks
 
 
 def w_bus(rng):
     start, off, on = rng.randint(10, 45), rng.randint(2, 9), rng.randint(2, 15)
     off = min(off, start)
-    q = (f"A bus has {start} passengers. At the next stop {off} people get off and "
-         f"{on} people get on. How many passengers are on the bus now?")
+    q = (
+        f"A bus has {start} passengers. At the next stop {off} people get off and "
+        f"{on} people get on. How many passengers are on the bus now?"
+    )
     return q, start - off + on
 
 
 def w_rows(rng):
     rows, seats, empty = rng.randint(4, 15), rng.randint(5, 12), rng.randint(1, 20)
-    q = (f"A hall has {rows} rows of {seats} chairs. {empty} chairs are empty. "
-         f"How many chairs are taken?")
+    q = f"A hall has {rows} rows of {seats} chairs. {empty} chairs are empty. How many chairs are taken?"
     return q, rows * seats - empty
 
 
 WORD = [
-    w_bundle_price, w_give_and_buy, w_groups, w_speed, w_change, w_share, w_temperature,
-    w_rectangle, w_ages, w_hens, w_reading, w_class, w_wage, w_savings, w_bus, w_rows,
+    w_bundle_price,
+    w_give_and_buy,
+    w_groups,
+    w_speed,
+    w_change,
+    w_share,
+    w_temperature,
+    w_rectangle,
+    w_ages,
+    w_hens,
+    w_reading,
+    w_class,
+    w_wage,
+    w_savings,
+    w_bus,
+    w_rows,
 ]
 
 
@@ -266,13 +298,11 @@ def take(rng, make, n, seen):
 def main():
     rng = random.Random(0)
     seen = set()
-    items = (take(rng, easy, N_EASY, seen) + take(rng, two_step, N_TWO_STEP, seen)
-             + take(rng, word, N_WORD, seen))
+    items = take(rng, easy, N_EASY, seen) + take(rng, two_step, N_TWO_STEP, seen) + take(rng, word, N_WORD, seen)
     rng.shuffle(items)
     with open(OUT, "w", encoding="utf-8", newline="\n") as f:
         for i, (q, a) in enumerate(items):
-            f.write(json.dumps({"id": i, "question": q, "answer": str(a)}, ensure_ascii=False)
-                    + "\n")
+            f.write(json.dumps({"id": i, "question": q, "answer": str(a)}, ensure_ascii=False) + "\n")
     print(f"wrote {len(items)} rows to {OUT}")
 
 

@@ -47,9 +47,22 @@ def main(out_dir: Path) -> int:
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(notebook, work / "play.ipynb")
     port = free_port()
-    lab = subprocess.Popen([sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}",
-                            "--ServerApp.token=", "--ServerApp.password=", f"--ServerApp.root_dir={work}",
-                            "--allow-root"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    lab = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            f"--port={port}",
+            "--ServerApp.token=",
+            "--ServerApp.password=",
+            f"--ServerApp.root_dir={work}",
+            "--allow-root",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     problems = []
     try:
         with sync_playwright() as p:

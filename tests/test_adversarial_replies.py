@@ -70,8 +70,16 @@ def test_double_check_is_fast_on_a_repeated_unclosed_answer_tag():
 
 def test_a_5000_digit_move_is_an_invalid_move_not_an_exception():
     """Catches: int() raising on more than 4,300 digits, which aborted every game of an evaluation."""
-    cases = {"9" * 5_000: None, "+" + "1" * 5_000: None, "-" + "1" * 5_000: None, "0" * 5_000 + "4": 4,
-             "-" + "0" * 5_000: 0, "-4": None, "9": None, "08": 8}
+    cases = {
+        "9" * 5_000: None,
+        "+" + "1" * 5_000: None,
+        "-" + "1" * 5_000: None,
+        "0" * 5_000 + "4": 4,
+        "-" + "0" * 5_000: 0,
+        "-4": None,
+        "9": None,
+        "08": 8,
+    }
     for digits, expected in cases.items():
         cell, problem = MOVE_PARSER.judge(f"<move>{digits}</move>", new_board())
         assert cell == expected and (problem is None) == (expected is not None)
@@ -109,8 +117,11 @@ def test_a_failing_env_response_costs_one_game_not_the_evaluation(monkeypatch):
             breaks = state["example_id"] == 2 and len(prompt) == 2
             return "no move" if breaks else super().respond(prompt, state=state, **kwargs)
 
-    outputs = run(env.evaluate(ExpertButOnce("expert"), "expert", num_examples=-1, rollouts_per_example=1,
-                               state_columns=["winner"]))["outputs"]
+    outputs = run(
+        env.evaluate(
+            ExpertButOnce("expert"), "expert", num_examples=-1, rollouts_per_example=1, state_columns=["winner"]
+        )
+    )["outputs"]
     errors = {out["example_id"]: out.get("error") for out in outputs}
     assert len(outputs) == 6 and [i for i, error in errors.items() if error] == [2]
     assert "a bug in the judge" in str(errors[2])

@@ -16,8 +16,9 @@ from course_lib import bootstrap, hardware, profiles
 def machine(monkeypatch, tmp_path):
     """A fake machine: `machine.gpu` (compute capability or None), `machine.vllm_installs` (what
     pip does with requirements-gpu.txt), `machine.stale` (an imported module the install replaces)."""
-    state = types.SimpleNamespace(gpu=None, vllm_installed=False, vllm_installs=True, stale=False,
-                                  pip=[], restarted=False)
+    state = types.SimpleNamespace(
+        gpu=None, vllm_installed=False, vllm_installs=True, stale=False, pip=[], restarted=False
+    )
     real_find_spec = hardware.importlib.util.find_spec
 
     def pip_install(*args):
@@ -37,9 +38,17 @@ def machine(monkeypatch, tmp_path):
     for module in (bootstrap, profiles):
         monkeypatch.setattr(module, "cuda_capability", lambda: state.gpu)
         monkeypatch.setattr(module, "detect_hardware", lambda: {"gpus": ["Tesla T4 (15 GiB)"] if state.gpu else []})
-    monkeypatch.setattr(hardware.importlib.util, "find_spec",
-                        lambda name, *a: object() if name == "vllm" and state.vllm_installed
-                        else None if name == "vllm" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        hardware.importlib.util,
+        "find_spec",
+        lambda name, *a: (
+            object()
+            if name == "vllm" and state.vllm_installed
+            else None
+            if name == "vllm"
+            else real_find_spec(name, *a)
+        ),
+    )
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.delenv("PYTHONPATH", raising=False)
     monkeypatch.delenv(profiles.PROFILE_VARIABLE, raising=False)

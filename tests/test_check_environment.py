@@ -19,8 +19,11 @@ from course_lib.check_environment import check_environment
 from wiki_search import session as wiki_session
 
 
-@pytest.mark.parametrize("module", [reverse_text, double_check, tictactoe, wiki_search, wiki_session],
-                         ids=lambda module: module.__name__.rsplit(".", 1)[-1])
+@pytest.mark.parametrize(
+    "module",
+    [reverse_text, double_check, tictactoe, wiki_search, wiki_session],
+    ids=lambda module: module.__name__.rsplit(".", 1)[-1],
+)
 def test_every_course_environment_passes(module):
     """Catches: a crash, a stalled scorer, NaN rewards or moves after the end in a course environment."""
     report = check_environment(module.load_environment, replies=300)
@@ -42,8 +45,10 @@ class ToyEnv(vf.MultiTurnEnv):
                 return random.random()
             if fault == "constant":
                 return 1.0
-            return float(answer in str(completion[-1].get("content") if isinstance(completion[-1], dict)
-                                       else completion[-1].content))
+            return float(
+                answer
+                in str(completion[-1].get("content") if isinstance(completion[-1], dict) else completion[-1].content)
+            )
 
         super().__init__(dataset=Dataset.from_list(rows), rubric=vf.Rubric(funcs=[reward]), max_turns=2)
 
@@ -60,10 +65,16 @@ class ToyEnv(vf.MultiTurnEnv):
         return [vf.UserMessage(content="Again.")]
 
 
-@pytest.mark.parametrize("fault, expected", [
-    ("crash", "a reply with markup"), ("nan", "reward nan outside [0.0, 1.0]"), ("random", "rewards ["),
-    ("constant", "every episode got the same reward"), ("after_end", "a reply after the end changed the state"),
-])
+@pytest.mark.parametrize(
+    "fault, expected",
+    [
+        ("crash", "a reply with markup"),
+        ("nan", "reward nan outside [0.0, 1.0]"),
+        ("random", "rewards ["),
+        ("constant", "every episode got the same reward"),
+        ("after_end", "a reply after the end changed the state"),
+    ],
+)
 def test_each_fault_is_reported(fault, expected):
     report = check_environment(ToyEnv(fault), replies=100)
     assert any(expected in problem for problem in report.problems), str(report)

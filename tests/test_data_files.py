@@ -31,8 +31,10 @@ FAULTS = {  # name -> (edit of line 3 given a field name, what the message must 
     "bad bytes": (lambda line, key: line.replace(b'"', b'"\xff', 1), "byte b'\\xff'"),
     "not an object": (lambda line, key: b"[1, 2]\n", "a JSON list"),
     "missing field": (lambda line, key: line.replace(b'"%s"' % key, b'"X"', 1), "field '{key}' is missing"),
-    "wrong type": (lambda line, key: line.replace(b'"%s": ' % key, b'"%s": {"x": 1}, "was": ' % key, 1),
-                   "field '{key}' is {{'x': 1}}, a dict; it must be a"),
+    "wrong type": (
+        lambda line, key: line.replace(b'"%s": ' % key, b'"%s": {"x": 1}, "was": ' % key, 1),
+        "field '{key}' is {{'x': 1}}, a dict; it must be a",
+    ),
 }
 
 
@@ -91,8 +93,9 @@ def test_a_broken_line_is_named_with_its_file_and_fix(loader, fault, tmp_path, m
 
 
 @pytest.mark.parametrize("loader", LOADERS)
-@pytest.mark.parametrize("content, expected", [(None, "file not found"), (b"", "the file has no rows"),
-                                               (b"\n \n", "the file has no rows")])
+@pytest.mark.parametrize(
+    "content, expected", [(None, "file not found"), (b"", "the file has no rows"), (b"\n \n", "the file has no rows")]
+)
 def test_a_missing_or_empty_file_fails_at_load(loader, content, expected, tmp_path, monkeypatch, wiki_copy):
     path = broken_copy(loader, tmp_path, wiki_copy)
     path.unlink()
@@ -120,11 +123,14 @@ def test_double_check_refuses_answers_no_reply_can_match(answer, tmp_path):
         load_double_check(path)
 
 
-@pytest.mark.parametrize("edit, expected", [
-    (lambda line: line.replace(b'"answer": "drones"', b'"answer": "?!"'), "answer '?!' can never match"),
-    (lambda line: line.replace(b'"answer": "drones"', b'"answer": "' + b"drone " * 41 + b'"'), "it has 41 words"),
-    (lambda line: line.replace(b'"section_id": "colony"', b'"section_id": "hive"'), "no section honeybee/hive"),
-])
+@pytest.mark.parametrize(
+    "edit, expected",
+    [
+        (lambda line: line.replace(b'"answer": "drones"', b'"answer": "?!"'), "answer '?!' can never match"),
+        (lambda line: line.replace(b'"answer": "drones"', b'"answer": "' + b"drone " * 41 + b'"'), "it has 41 words"),
+        (lambda line: line.replace(b'"section_id": "colony"', b'"section_id": "hive"'), "no section honeybee/hive"),
+    ],
+)
 def test_wiki_refuses_questions_that_cannot_be_answered(edit, expected, wiki_copy, monkeypatch):
     edit_line(wiki_copy / "questions.jsonl", 1, edit)
     with pytest.raises(DataFileError) as error:

@@ -45,28 +45,31 @@ def metrics(output) -> dict:
 # --- parsing an answer ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("The answer is \\boxed{42}.", "42"),
-    ("\\boxed{ 1,200 }", "1200"),
-    ("\\boxed{x = -7}", "-7"),
-    ("<answer>26</answer>", "26"),
-    ("<answer>\n 26.0 \n</answer>", "26"),
-    ("70 - 22 - 16 = 32", "32"),  # no format: the last number
-    ("So 83 - 57 is 26.", "26"),  # a full stop is not a decimal point
-    ("The temperature is now -4 degrees.", "-4"),
-    ("It drops to \u22124.", "-4"),  # unicode minus
-    ("70-22", "22"),  # a minus glued to a number is subtraction, not a sign
-    ("007", "7"),
-    ("-0", "0"),
-    ("2.50", "2.5"),
-    ("\\boxed{12} ... wait, 13", "12"),  # the boxed answer wins over a later number
-    ("\\boxed{1} then \\boxed{2}", "2"),  # the last box wins
-    ("\\boxed{} and then 5", "5"),  # an empty box is no answer: fall back
-    ("<answer>7</answer> and \\boxed{8}", "8"),  # \boxed before <answer>
-    ("I am not sure.", None),
-    ("", None),
-    ("x2 and v3", None),  # digits inside words are not numbers
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The answer is \\boxed{42}.", "42"),
+        ("\\boxed{ 1,200 }", "1200"),
+        ("\\boxed{x = -7}", "-7"),
+        ("<answer>26</answer>", "26"),
+        ("<answer>\n 26.0 \n</answer>", "26"),
+        ("70 - 22 - 16 = 32", "32"),  # no format: the last number
+        ("So 83 - 57 is 26.", "26"),  # a full stop is not a decimal point
+        ("The temperature is now -4 degrees.", "-4"),
+        ("It drops to \u22124.", "-4"),  # unicode minus
+        ("70-22", "22"),  # a minus glued to a number is subtraction, not a sign
+        ("007", "7"),
+        ("-0", "0"),
+        ("2.50", "2.5"),
+        ("\\boxed{12} ... wait, 13", "12"),  # the boxed answer wins over a later number
+        ("\\boxed{1} then \\boxed{2}", "2"),  # the last box wins
+        ("\\boxed{} and then 5", "5"),  # an empty box is no answer: fall back
+        ("<answer>7</answer> and \\boxed{8}", "8"),  # \boxed before <answer>
+        ("I am not sure.", None),
+        ("", None),
+        ("x2 and v3", None),  # digits inside words are not numbers
+    ],
+)
 def test_extract_answer(text, expected):
     """Catches: a parser that misses the boxed answer, mangles signs or thousands separators,
     reads a full stop as a decimal point, or invents a number."""
@@ -100,33 +103,40 @@ def test_rollout_is_question_answer_are_you_sure_answer_then_stop():
     first, second = client.prompts
     assert [m.role for m in first] == ["system", "user"] and first[1].content == ROW["question"]
     assert [(m.role, m.content) for m in second[2:]] == [
-        ("assistant", f"It is \\boxed{{{RIGHT}}}."), ("user", double_check.ARE_YOU_SURE)]
+        ("assistant", f"It is \\boxed{{{RIGHT}}}."),
+        ("user", double_check.ARE_YOU_SURE),
+    ]
     assert [(m.role, m.content) for m in output["completion"]] == [
-        ("assistant", f"It is \\boxed{{{RIGHT}}}."), ("user", "Are you sure?"),
-        ("assistant", f"Yes. \\boxed{{{RIGHT}}}")]
+        ("assistant", f"It is \\boxed{{{RIGHT}}}."),
+        ("user", "Are you sure?"),
+        ("assistant", f"Yes. \\boxed{{{RIGHT}}}"),
+    ]
 
 
-@pytest.mark.parametrize("first, second, expected", [
-    # right, and stays right
-    (f"\\boxed{{{RIGHT}}}", f"Yes, \\boxed{{{RIGHT}}}.", (1.0, 1.0, 0.0)),
-    # wrong, then corrected: the FINAL answer is scored
-    (f"\\boxed{{{WRONG}}}", f"Sorry, it is \\boxed{{{RIGHT}}}.", (1.0, 0.0, 1.0)),
-    # right, then talked out of it: reward 0 although the first answer was right
-    (f"\\boxed{{{RIGHT}}}", f"Oops, \\boxed{{{WRONG}}}.", (0.0, 1.0, 1.0)),
-    # wrong and stays wrong
-    (f"\\boxed{{{WRONG}}}", f"I am sure: {WRONG}", (0.0, 0.0, 0.0)),
-    # a second reply without a number keeps the first answer
-    (f"The answer is {RIGHT}.", "Yes, I am sure.", (1.0, 1.0, 0.0)),
-    (f"The answer is {WRONG}.", "Yes!", (0.0, 0.0, 0.0)),
-    # no number at first, a right one after "Are you sure?"
-    ("I don't know.", f"Then \\boxed{{{RIGHT}}}.", (1.0, 0.0, 1.0)),
-    # no number at all
-    ("I don't know.", "Still no idea.", (0.0, 0.0, 0.0)),
-    # empty replies
-    ("", "", (0.0, 0.0, 0.0)),
-    # unformatted, with the right number last, both times
-    (f"Let me see... {ROW['question']} gives {RIGHT}", f"yes {RIGHT}", (1.0, 1.0, 0.0)),
-])
+@pytest.mark.parametrize(
+    "first, second, expected",
+    [
+        # right, and stays right
+        (f"\\boxed{{{RIGHT}}}", f"Yes, \\boxed{{{RIGHT}}}.", (1.0, 1.0, 0.0)),
+        # wrong, then corrected: the FINAL answer is scored
+        (f"\\boxed{{{WRONG}}}", f"Sorry, it is \\boxed{{{RIGHT}}}.", (1.0, 0.0, 1.0)),
+        # right, then talked out of it: reward 0 although the first answer was right
+        (f"\\boxed{{{RIGHT}}}", f"Oops, \\boxed{{{WRONG}}}.", (0.0, 1.0, 1.0)),
+        # wrong and stays wrong
+        (f"\\boxed{{{WRONG}}}", f"I am sure: {WRONG}", (0.0, 0.0, 0.0)),
+        # a second reply without a number keeps the first answer
+        (f"The answer is {RIGHT}.", "Yes, I am sure.", (1.0, 1.0, 0.0)),
+        (f"The answer is {WRONG}.", "Yes!", (0.0, 0.0, 0.0)),
+        # no number at first, a right one after "Are you sure?"
+        ("I don't know.", f"Then \\boxed{{{RIGHT}}}.", (1.0, 0.0, 1.0)),
+        # no number at all
+        ("I don't know.", "Still no idea.", (0.0, 0.0, 0.0)),
+        # empty replies
+        ("", "", (0.0, 0.0, 0.0)),
+        # unformatted, with the right number last, both times
+        (f"Let me see... {ROW['question']} gives {RIGHT}", f"yes {RIGHT}", (1.0, 1.0, 0.0)),
+    ],
+)
 def test_reward_is_the_final_answer_and_metrics_track_the_change(first, second, expected):
     """Catches: scoring the first answer instead of the final one, a wrong changed flag, or
     a "no number" reply counted as a (wrong) new answer."""
@@ -153,8 +163,7 @@ def test_used_boxed_is_the_share_of_replies_with_a_box():
 
 def test_negative_answers_are_matched():
     """Catches: a parser that drops the minus sign (19 rows have negative answers)."""
-    row = next(r for r in ENV.get_eval_dataset().to_list() + ENV.get_dataset().to_list()
-               if r["answer"].startswith("-"))
+    row = next(r for r in ENV.get_eval_dataset().to_list() + ENV.get_dataset().to_list() if r["answer"].startswith("-"))
     output, _ = rollout(f"\\boxed{{{row['answer']}}}", "sure", row=row)
     assert output["reward"] == 1.0
     output, _ = rollout(f"\\boxed{{{row['answer'][1:]}}}", "sure", row=row)

@@ -50,8 +50,9 @@ def test_an_environment_copied_alone_loads(name, tmp_path):
     shutil.copytree(ENVS / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
     others = tuple(other for other in LOADS if other != name)
     code = LOAD_ALONE.format(folder=str(tmp_path), loads=LOADS[name], name=name, others=others)
-    result = subprocess.run([sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0 and "loaded alone" in result.stdout, result.stderr[-3000:]
 
 
@@ -63,14 +64,32 @@ def test_the_wheel_holds_every_environment_and_its_data(tmp_path):
     shutil.copytree(ROOT / "course_lib", source / "course_lib", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    result = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                             "-w", str(tmp_path), str(source)], capture_output=True, text=True, timeout=110)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (wheel,) = tmp_path.glob("course_lib-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in LOADS:
-        shipped = {str(path.relative_to(ENVS)) for path in (ENVS / name).rglob("*")
-                   if path.is_file() and path.suffix in (".py", ".jsonl") and "__pycache__" not in path.parts}
+        shipped = {
+            str(path.relative_to(ENVS))
+            for path in (ENVS / name).rglob("*")
+            if path.is_file() and path.suffix in (".py", ".jsonl") and "__pycache__" not in path.parts
+        }
         assert shipped and shipped <= names, sorted(shipped - names)
         assert any(path.endswith(".jsonl") for path in shipped) or name == "tictactoe"
     assert not [n for n in names if n.startswith("course_lib/envs/") or ".egg-info" in n]

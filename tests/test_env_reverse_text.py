@@ -89,29 +89,32 @@ def test_the_model_sees_system_prompt_and_text():
 # --- rewards (exact) --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("reply, lcs, fmt", [
-    # well formed: the exact reversal in the tag, nothing else
-    (tagged("olleh"), 1.0, 1.0),
-    ("<reversed_text>olleh</reversed_text>", 1.0, 1.0),
-    # exact reversal, but with words around the tag: full LCS, format loses "starts with" (0.2)
-    ("Sure! <reversed_text>olleh</reversed_text>", 1.0, 0.8),
-    # not reversed: difflib matches "ll" only -> 2*2/(5+5)
-    (tagged("hello"), 0.4, 1.0),
-    # one character missing: 2*4/(4+5)
-    (tagged("olle"), 8 / 9, 1.0),
-    # the right text WITHOUT tags earns no LCS credit; verifiers' format check still gives 0.2
-    ("olleh", 0.0, 0.2),
-    ("", 0.0, 0.2),
-    # an unclosed tag is not an answer
-    ("<reversed_text>olleh", 0.0, 0.2 + 0.2),
-    # empty tag: an answer, and an empty one
-    ("<reversed_text></reversed_text>", 0.0, 1.0),
-    # nested tags: the non-greedy match keeps the inner opening tag, "<reversed_text>olleh" -> 2*5/(20+5)
-    ("<reversed_text><reversed_text>olleh</reversed_text></reversed_text>", 0.4, 1.0),
-    # several tags: the FIRST one counts (no credit for hedging with a second try)
-    ("<reversed_text>hello</reversed_text>\n<reversed_text>olleh</reversed_text>", 0.4, 1.0),
-    ("<reversed_text>olleh</reversed_text>\n<reversed_text>hello</reversed_text>", 1.0, 1.0),
-])
+@pytest.mark.parametrize(
+    "reply, lcs, fmt",
+    [
+        # well formed: the exact reversal in the tag, nothing else
+        (tagged("olleh"), 1.0, 1.0),
+        ("<reversed_text>olleh</reversed_text>", 1.0, 1.0),
+        # exact reversal, but with words around the tag: full LCS, format loses "starts with" (0.2)
+        ("Sure! <reversed_text>olleh</reversed_text>", 1.0, 0.8),
+        # not reversed: difflib matches "ll" only -> 2*2/(5+5)
+        (tagged("hello"), 0.4, 1.0),
+        # one character missing: 2*4/(4+5)
+        (tagged("olle"), 8 / 9, 1.0),
+        # the right text WITHOUT tags earns no LCS credit; verifiers' format check still gives 0.2
+        ("olleh", 0.0, 0.2),
+        ("", 0.0, 0.2),
+        # an unclosed tag is not an answer
+        ("<reversed_text>olleh", 0.0, 0.2 + 0.2),
+        # empty tag: an answer, and an empty one
+        ("<reversed_text></reversed_text>", 0.0, 1.0),
+        # nested tags: the non-greedy match keeps the inner opening tag, "<reversed_text>olleh" -> 2*5/(20+5)
+        ("<reversed_text><reversed_text>olleh</reversed_text></reversed_text>", 0.4, 1.0),
+        # several tags: the FIRST one counts (no credit for hedging with a second try)
+        ("<reversed_text>hello</reversed_text>\n<reversed_text>olleh</reversed_text>", 0.4, 1.0),
+        ("<reversed_text>olleh</reversed_text>\n<reversed_text>hello</reversed_text>", 1.0, 1.0),
+    ],
+)
 def test_rewards_are_exact(reply, lcs, fmt):
     """Catches: partial credit for untagged text, a parser reading the wrong block, a changed
     weight, or a reward that is not 1.0 for an exact answer."""

@@ -33,8 +33,10 @@ def row_with(board: str = ".........", random_move_prob: float = 0.0, seed: int 
     """A dataset row for a chosen position ('.' = empty), so a test can start mid-game."""
     return {
         "example_id": 0,
-        "prompt": [{"role": "system", "content": SYSTEM_PROMPT},
-                   {"role": "user", "content": render([None if c == "." else c for c in board])}],
+        "prompt": [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": render([None if c == "." else c for c in board])},
+        ],
         "info": {"seed": seed, "model_starts": model_starts, "random_move_prob": random_move_prob, "board": board},
     }
 
@@ -59,7 +61,7 @@ async def play_turn_by_turn(env, row, answer_for):
         text = answer_for(list(state["board"]))
         messages.append({"role": "assistant", "content": text})
         messages += [m.model_dump() for m in await env.env_response(messages, state)]
-    state["completion"] = messages[len(row["prompt"]):]
+    state["completion"] = messages[len(row["prompt"]) :]
     await env.rubric.score_rollout(state)
     return state
 
@@ -80,6 +82,7 @@ ENV = load_environment(num_train_examples=40, num_eval_examples=20)
 
 # --- Dataset ---------------------------------------------------------------------------------
 
+
 def test_same_arguments_give_identical_datasets():
     """Catches: global `random` or unordered iteration in the dataset builder."""
     a = load_environment(num_train_examples=30, num_eval_examples=10, seed=3)
@@ -90,8 +93,10 @@ def test_same_arguments_give_identical_datasets():
 
 def test_a_different_seed_gives_different_games_and_train_differs_from_eval():
     """Catches: the seed argument being ignored, or eval games copying training games."""
+
     def seeds(rows):
         return [r["info"]["seed"] for r in rows]
+
     assert seeds(make_rows(30, seed=0)) != seeds(make_rows(30, seed=1))
     assert not set(seeds(make_rows(200, seed=0))) & set(seeds(make_rows(200, seed=0, split="eval")))
 
@@ -119,7 +124,7 @@ def test_every_window_of_num_groups_rows_covers_every_difficulty_bucket(low, hig
     buckets = [min(int((p - low) / width), groups - 1) for p in probs]
     assert buckets == [r["info"]["bucket"] for r in rows]
     for start in range(len(rows) - groups + 1):
-        assert set(buckets[start:start + groups]) == set(range(groups))
+        assert set(buckets[start : start + groups]) == set(range(groups))
 
 
 def test_about_half_the_games_start_with_the_model_and_it_follows_the_seed():
@@ -151,12 +156,22 @@ def test_prompt_has_the_system_prompt_and_explains_the_format():
 def test_rubric_weights_are_win_1_format_0_2_invalid_minus_0_1_and_metrics_0():
     """Catches: a reward function silently weighted as a metric, or the reverse."""
     weights = dict(zip(ENV.rubric._get_reward_func_names(), ENV.rubric._get_reward_weights()))
-    assert weights == {"win_reward": 1.0, "format_reward": 0.2, "any_invalid_move": -0.1, "won": 0.0,
-                       "drew": 0.0, "lost": 0.0, "invalid_moves": 0.0, "model_turns": 0.0,
-                       "model_started": 0.0, "num_turns": 0.0}
+    assert weights == {
+        "win_reward": 1.0,
+        "format_reward": 0.2,
+        "any_invalid_move": -0.1,
+        "won": 0.0,
+        "drew": 0.0,
+        "lost": 0.0,
+        "invalid_moves": 0.0,
+        "model_turns": 0.0,
+        "model_started": 0.0,
+        "num_turns": 0.0,
+    }
 
 
 # --- Transitions with exact rewards ----------------------------------------------------------
+
 
 def test_a_winning_move_ends_the_game_with_reward_1_2():
     state = run(rollout(ENV, row_with("XX.OO...."), ["<think>Cell 2 completes my row.</think><move>2</move>"]))
@@ -181,8 +196,9 @@ def test_filling_the_last_cell_without_a_line_is_a_draw_worth_0_7():
 @pytest.mark.parametrize("model_starts", [True, False])
 def test_expert_against_the_optimal_opponent_draws_a_whole_game_worth_0_7(model_starts):
     """A full game from the dataset: every answer well formed, no invalid move, a draw."""
-    env = load_environment(num_train_examples=0, num_eval_examples=30,
-                           min_random_move_prob=0.0, max_random_move_prob=0.0)
+    env = load_environment(
+        num_train_examples=0, num_eval_examples=30, min_random_move_prob=0.0, max_random_move_prob=0.0
+    )
     row = next(r for r in env.get_eval_dataset() if r["info"]["model_starts"] == model_starts)
     state = run(env.rollout(row, ScriptedClient("expert"), "expert"))
     run(env.rubric.score_rollout(state))
@@ -273,17 +289,20 @@ def test_turn_by_turn_driving_matches_rollout_exactly():
 PARSER = MoveParser()
 
 
-@pytest.mark.parametrize("text, well_formed", [
-    ("<move>4</move>", True),
-    ("<think>centre</think>\n<move> 4 </move>\n", True),
-    ("<think>a</think><think>b</think><move>4</move>", False),
-    ("Sure! <move>4</move>", False),
-    ("<move>4</move> because", False),
-    ("<move>4</move><move>5</move>", False),
-    ("<move>4", False),
-    ("<think>unclosed <move>4</move>", False),
-    ("<move>٤</move>", False),  # a non-ASCII digit is not a cell number
-])
+@pytest.mark.parametrize(
+    "text, well_formed",
+    [
+        ("<move>4</move>", True),
+        ("<think>centre</think>\n<move> 4 </move>\n", True),
+        ("<think>a</think><think>b</think><move>4</move>", False),
+        ("Sure! <move>4</move>", False),
+        ("<move>4</move> because", False),
+        ("<move>4</move><move>5</move>", False),
+        ("<move>4", False),
+        ("<think>unclosed <move>4</move>", False),
+        ("<move>٤</move>", False),  # a non-ASCII digit is not a cell number
+    ],
+)
 def test_well_formed_means_optional_think_then_exactly_one_integer_move(text, well_formed):
     assert PARSER.is_well_formed(text) is well_formed
 
@@ -302,8 +321,11 @@ def test_the_parser_survives_any_text(text):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text() | st.builds(lambda n: f"<move>{n}</move>", st.integers(-10**30, 10**30))
-       | st.builds(lambda t, n: f"<think>{t}</think><move>{n}</move>", st.text(), st.text()))
+@given(
+    st.text()
+    | st.builds(lambda n: f"<move>{n}</move>", st.integers(-(10**30), 10**30))
+    | st.builds(lambda t, n: f"<think>{t}</think><move>{n}</move>", st.text(), st.text())
+)
 def test_env_response_survives_any_answer_and_keeps_the_game_consistent(text):
     """Catches: crashes on odd input (huge numbers, unicode, tags inside tags)."""
     state = run(ENV.init_state(row_with("X...O....", random_move_prob=1.0), client=ScriptedClient(), model="m"))

@@ -69,19 +69,22 @@ def test_tools_return_readable_text():
     assert wiki.read_section("HONEYBEE", "Colony") == wiki.read_section("honeybee", "colony")
 
 
-@pytest.mark.parametrize("call, hint", [
-    (lambda: wiki.view_sections("no-such-page"), "search_pages"),
-    (lambda: wiki.view_sections("honeybees"), "'honeybee'"),  # a close match is suggested
-    (lambda: wiki.view_sections(None), "search_pages"),
-    (lambda: wiki.read_section("no-such-page", "overview"), "search_pages"),
-    (lambda: wiki.read_section("honeybee", "queen"), "overview, colony, honey-and-wax, communication"),
-    (lambda: wiki.read_section("honeybee", ""), "read_section"),
-    (lambda: wiki.search_pages(""), "search_pages(query="),
-    (lambda: wiki.search_pages("   "), "search_pages(query="),
-    (lambda: wiki.search_pages("what is the"), "search_pages(query="),
-    (lambda: wiki.search_pages("xylophone quantum"), "Try other keywords"),
-    (lambda: wiki.search_pages(12345), "Try other keywords"),
-])
+@pytest.mark.parametrize(
+    "call, hint",
+    [
+        (lambda: wiki.view_sections("no-such-page"), "search_pages"),
+        (lambda: wiki.view_sections("honeybees"), "'honeybee'"),  # a close match is suggested
+        (lambda: wiki.view_sections(None), "search_pages"),
+        (lambda: wiki.read_section("no-such-page", "overview"), "search_pages"),
+        (lambda: wiki.read_section("honeybee", "queen"), "overview, colony, honey-and-wax, communication"),
+        (lambda: wiki.read_section("honeybee", ""), "read_section"),
+        (lambda: wiki.search_pages(""), "search_pages(query="),
+        (lambda: wiki.search_pages("   "), "search_pages(query="),
+        (lambda: wiki.search_pages("what is the"), "search_pages(query="),
+        (lambda: wiki.search_pages("xylophone quantum"), "Try other keywords"),
+        (lambda: wiki.search_pages(12345), "Try other keywords"),
+    ],
+)
 def test_bad_arguments_give_a_clear_error_string_never_an_exception(call, hint):
     """Catches: a tool raising (KeyError, AttributeError...) on a model's typo instead of telling
     it what to do next."""
@@ -93,26 +96,32 @@ def test_bad_arguments_give_a_clear_error_string_never_an_exception(call, hint):
 # --- the reward ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("completion, answer, reward", [
-    ([assistant("Male honeybees are called drones.")], "drones", 1.0),
-    ([assistant("DRONES")], "drones", 1.0),
-    ([assistant("The waggle dance was decoded by karl VON frisch.")], "Karl von Frisch", 1.0),
-    ([assistant("Es war «Karl von Frïsch» 🐝.")], "Karl von Frisch", 1.0),  # accents, quotes, emoji
-    ([assistant("It is 384,400 km away.")], "384400", 1.0),  # thousands separator
-    ([assistant("It is a penny farthing.")], "penny-farthing", 1.0),
-    ([assistant("Male honeybees are called workers.")], "drones", 0.0),  # wrong
-    ([assistant("It has 1922 keys.")], "22", 0.0),  # whole words only
-    ([assistant("")], "drones", 0.0),  # empty
-    ([assistant(None)], "drones", 0.0),
-    ([], "drones", 0.0),
-    ([assistant("drones")], "", 0.0),  # no gold answer: never reward
-    ([assistant("drones", tool_calls=[{"id": "1", "name": "search_pages", "arguments": "{}"}])],
-     "drones", 0.0),  # a tool-call turn is not a final answer
-    ([assistant("drones"), {"role": "tool", "tool_call_id": "1", "content": "drones"}], "drones", 0.0),
-    ([assistant(" ".join(["word"] * 40) + " drones")], "drones", 0.0),  # pasted text, over 40 words
-    ([assistant(" ".join(["word"] * 39) + " drones")], "drones", 1.0),  # exactly 40 words
-    ([assistant([{"type": "text", "text": "They are drones."}])], "drones", 1.0),  # content parts
-])
+@pytest.mark.parametrize(
+    "completion, answer, reward",
+    [
+        ([assistant("Male honeybees are called drones.")], "drones", 1.0),
+        ([assistant("DRONES")], "drones", 1.0),
+        ([assistant("The waggle dance was decoded by karl VON frisch.")], "Karl von Frisch", 1.0),
+        ([assistant("Es war «Karl von Frïsch» 🐝.")], "Karl von Frisch", 1.0),  # accents, quotes, emoji
+        ([assistant("It is 384,400 km away.")], "384400", 1.0),  # thousands separator
+        ([assistant("It is a penny farthing.")], "penny-farthing", 1.0),
+        ([assistant("Male honeybees are called workers.")], "drones", 0.0),  # wrong
+        ([assistant("It has 1922 keys.")], "22", 0.0),  # whole words only
+        ([assistant("")], "drones", 0.0),  # empty
+        ([assistant(None)], "drones", 0.0),
+        ([], "drones", 0.0),
+        ([assistant("drones")], "", 0.0),  # no gold answer: never reward
+        (
+            [assistant("drones", tool_calls=[{"id": "1", "name": "search_pages", "arguments": "{}"}])],
+            "drones",
+            0.0,
+        ),  # a tool-call turn is not a final answer
+        ([assistant("drones"), {"role": "tool", "tool_call_id": "1", "content": "drones"}], "drones", 0.0),
+        ([assistant(" ".join(["word"] * 40) + " drones")], "drones", 0.0),  # pasted text, over 40 words
+        ([assistant(" ".join(["word"] * 39) + " drones")], "drones", 1.0),  # exactly 40 words
+        ([assistant([{"type": "text", "text": "They are drones."}])], "drones", 1.0),  # content parts
+    ],
+)
 def test_reward_on_scripted_final_answers(completion, answer, reward):
     """Catches: case/unicode/punctuation handling, substring false positives, rewarding tool
     output or answer stuffing instead of the model's own final message."""
@@ -147,20 +156,30 @@ def test_scripted_expert_solves_every_question_through_the_tool_env():
     for out in outputs:
         sections = len(PAGES[out["info"]["page_id"]]["sections"])
         assert out["reward"] == 1.0 and out["error"] is None and out["stop_condition"] == "no_tools_called"
-        assert out["metrics"] == {"correct_answer": 1.0, "num_turns": 4.0, "total_tool_calls": 2.0 + sections,
-                                  "search_pages_calls": 1.0, "view_sections_calls": 1.0,
-                                  "read_section_calls": float(sections)}
+        assert out["metrics"] == {
+            "correct_answer": 1.0,
+            "num_turns": 4.0,
+            "total_tool_calls": 2.0 + sections,
+            "search_pages_calls": 1.0,
+            "view_sections_calls": 1.0,
+            "read_section_calls": float(sections),
+        }
 
 
 def test_a_bad_tool_call_does_not_end_the_rollout():
     """Catches: an exception from an unknown tool or missing argument escaping into the rollout."""
+
     def clumsy(messages, answer):
         if not any(m.get("role") == "tool" for m in messages):
-            return {"content": None, "tool_calls": [
-                {"name": "open_page", "arguments": "{}"},  # no such tool
-                {"name": "read_section", "arguments": '{"page_id": "honeybee"}'},  # missing argument
-                {"name": "view_sections", "arguments": "not json"},
-                {"name": "view_sections", "arguments": '{"page_id": "bee"}'}]}
+            return {
+                "content": None,
+                "tool_calls": [
+                    {"name": "open_page", "arguments": "{}"},  # no such tool
+                    {"name": "read_section", "arguments": '{"page_id": "honeybee"}'},  # missing argument
+                    {"name": "view_sections", "arguments": "not json"},
+                    {"name": "view_sections", "arguments": '{"page_id": "bee"}'},
+                ],
+            }
         return {"content": f"It is {answer}.", "tool_calls": None}
 
     out = evaluate(wiki.load_environment(), wiki_expert_client(clumsy), num_examples=1)[0]
@@ -174,6 +193,7 @@ def test_a_bad_tool_call_does_not_end_the_rollout():
 
 def test_max_turns_stops_a_model_that_never_answers():
     """Catches: a rollout that loops forever when the model keeps calling tools."""
+
     def searcher(messages, answer):
         return {"content": None, "tool_calls": [{"name": "search_pages", "arguments": '{"query": "mars"}'}]}
 
@@ -202,8 +222,9 @@ def test_update_tool_args_injects_the_rollout_session_and_overrides_a_forged_one
     """Catches: the model being able to pass its own value for a hidden argument."""
     env = wiki_session.load_environment()
     state = {"session": {"opened": [], "notes": []}}
-    args = env.update_tool_args("read_section", {"page_id": "mars", "section_id": "moons", "session": "forged"},
-                                [], state)
+    args = env.update_tool_args(
+        "read_section", {"page_id": "mars", "section_id": "moons", "session": "forged"}, [], state
+    )
     assert args["session"] is state["session"]
     assert env.update_tool_args("search_pages", {"query": "mars"}, [], state) == {"query": "mars"}
 

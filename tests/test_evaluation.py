@@ -25,11 +25,15 @@ def run(coro):
 
 # --- Wilson interval ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("k, n, low, high", [
-    (0, 10, 0.0, 0.2775),
-    (10, 10, 0.7225, 1.0),
-    (5, 10, 0.2366, 0.7634),
-])
+
+@pytest.mark.parametrize(
+    "k, n, low, high",
+    [
+        (0, 10, 0.0, 0.2775),
+        (10, 10, 0.7225, 1.0),
+        (5, 10, 0.2366, 0.7634),
+    ],
+)
 def test_wilson_interval_known_values(k, n, low, high):
     """Catches: the Wald interval (zero width at 0/n) or a wrong z."""
     lo, hi = wilson_interval(k, n)
@@ -51,11 +55,12 @@ def test_wilson_interval_is_symmetric_contains_the_estimate_and_shrinks_with_n()
             lo, hi = wilson_interval(k, n)
             assert 0 <= lo <= k / n <= hi <= 1
             assert (lo, hi) == pytest.approx(tuple(1 - x for x in reversed(wilson_interval(n - k, n))))
+
     def width(k, n):
         return wilson_interval(k, n)[1] - wilson_interval(k, n)[0]
+
     assert width(20, 40) < width(5, 10)
     assert wilson_interval(0, 0) == (0.0, 1.0)
-
 
 
 def test_wilson_interval_contains_all_or_nothing_despite_rounding():
@@ -64,7 +69,9 @@ def test_wilson_interval_contains_all_or_nothing_despite_rounding():
         assert wilson_interval(0, n)[0] == 0.0
         assert wilson_interval(n, n)[1] == 1.0
 
+
 # --- Scripted players ----------------------------------------------------------------------------
+
 
 def test_read_board_reads_back_every_rendered_board():
     rng = random.Random(0)
@@ -94,6 +101,7 @@ def test_scripted_client_answers_like_a_model_through_the_client_interface():
 
 # --- The harness ---------------------------------------------------------------------------------
 
+
 def test_eval_environment_has_n_games_against_one_opponent_with_the_model_starting_half():
     """Catches: unbalanced starts (a first-move advantage mistaken for skill) or mixed opponents."""
     for opponent, prob in evaluation.OPPONENTS.items():
@@ -102,8 +110,10 @@ def test_eval_environment_has_n_games_against_one_opponent_with_the_model_starti
             assert len(rows) == games
             assert sum(r["info"]["model_starts"] for r in rows) == (games + 1) // 2
             assert {r["info"]["random_move_prob"] for r in rows} == {prob}
+
     def rows(**kwargs):
         return eval_environment("random", 10, **kwargs).get_eval_dataset().to_list()
+
     assert rows() == rows()
     assert rows(seed=1) != rows()
 
@@ -135,8 +145,10 @@ def test_summary_rates_add_up_and_intervals_contain_them(expert_result):
 
 
 def test_results_run_per_opponent_concatenate_into_one(expert_result):
-    parts = [run(evaluate_player(ScriptedClient("expert"), "expert", "expert", 40, opponents=[opponent]))
-             for opponent in ("random", "optimal")]
+    parts = [
+        run(evaluate_player(ScriptedClient("expert"), "expert", "expert", 40, opponents=[opponent]))
+        for opponent in ("random", "optimal")
+    ]
     combined = evaluation.EvalResult.concat(parts)
     assert combined.summary.equals(expert_result.summary)
     assert len(combined.games) == 80
@@ -215,9 +227,12 @@ def test_every_game_through_the_harness_ends(expert_result):
 
 def test_saved_results_are_reused_only_for_the_same_player_games_and_budget(tmp_path):
     """Catches: a notebook reusing another player's rows, or rows played under another budget."""
-    results = [run(evaluate_player(ScriptedClient(policy), policy, f"{policy} (scripted)", 6,
-                                   sampling_args={"max_tokens": 56}))
-               for policy in ("random", "expert")]
+    results = [
+        run(
+            evaluate_player(ScriptedClient(policy), policy, f"{policy} (scripted)", 6, sampling_args={"max_tokens": 56})
+        )
+        for policy in ("random", "expert")
+    ]
     saved = evaluation.EvalResult.concat(results)
     saved.summary.to_csv(tmp_path / "results.csv", index=False)
     saved.games.to_csv(tmp_path / "games.csv", index=False)
@@ -241,6 +256,7 @@ def test_saved_results_are_reused_only_for_the_same_player_games_and_budget(tmp_
 def test_wdl_plot_keeps_the_interval_whiskers_off_the_percentages(expert_result):
     """Catches: whiskers drawn through the middle of the bars, over the written percentages."""
     import matplotlib
+
     matplotlib.use("Agg")
     from matplotlib.collections import LineCollection
 
@@ -248,27 +264,51 @@ def test_wdl_plot_keeps_the_interval_whiskers_off_the_percentages(expert_result)
     for ax in fig.axes:
         label_rows = {round(text.get_position()[1], 2) for text in ax.texts if text.get_text().endswith("%")}
         assert label_rows == {0.0}
-        whisker_rows = {round(y, 2) for lines in ax.collections if isinstance(lines, LineCollection)
-                        for segment in lines.get_segments() for _, y in segment}
+        whisker_rows = {
+            round(y, 2)
+            for lines in ax.collections
+            if isinstance(lines, LineCollection)
+            for segment in lines.get_segments()
+            for _, y in segment
+        }
         assert whisker_rows == {-0.25, 0.25}
 
 
 # --- Argument checks ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("k, n, z", [(3, -5, 1.96), (-1, 4, 1.96), (5, 4, 1.96), (float("nan"), 10, 1.96),
-                                     (2.5, 4, 1.96), (1, 4, 0), (1, 4, -1.96), (1, 4, float("nan")),
-                                     (1, 4, float("inf"))])
+
+@pytest.mark.parametrize(
+    "k, n, z",
+    [
+        (3, -5, 1.96),
+        (-1, 4, 1.96),
+        (5, 4, 1.96),
+        (float("nan"), 10, 1.96),
+        (2.5, 4, 1.96),
+        (1, 4, 0),
+        (1, 4, -1.96),
+        (1, 4, float("nan")),
+        (1, 4, float("inf")),
+    ],
+)
 def test_wilson_interval_refuses_impossible_counts_and_z(k, n, z):
     """Catches: wilson_interval(3, -5) = (0.0, -0.187), (nan, 10) = (0, 1) and a zero-width interval at z <= 0."""
     with pytest.raises(ValueError):
         wilson_interval(k, n, z)
 
 
-@pytest.mark.parametrize("games, opponents, message", [
-    (0, ["random"], "games must be"), (-3, ["random"], "games must be"), (2.5, ["random"], "games must be"),
-    (True, ["random"], "games must be"), (4, [], "opponents must be"), (4, "random", "opponents must be"),
-    (4, ["randon"], "opponents must be"),
-])
+@pytest.mark.parametrize(
+    "games, opponents, message",
+    [
+        (0, ["random"], "games must be"),
+        (-3, ["random"], "games must be"),
+        (2.5, ["random"], "games must be"),
+        (True, ["random"], "games must be"),
+        (4, [], "opponents must be"),
+        (4, "random", "opponents must be"),
+        (4, ["randon"], "opponents must be"),
+    ],
+)
 def test_evaluate_player_refuses_what_it_cannot_play(games, opponents, message):
     """Catches: games=0 or opponents=[] -> KeyError: 'player'; opponents="random" -> KeyError: 'r'."""
     with pytest.raises(ValueError, match=message):
@@ -293,6 +333,7 @@ def test_empty_results_give_a_clear_error(expert_result):
 
 
 # --- Paired comparison -----------------------------------------------------------------------------
+
 
 def test_mcnemar_p_value_matches_the_exact_binomial_values():
     assert evaluation.mcnemar_p_value(0, 0) == 1.0

@@ -43,21 +43,48 @@ def wrong_count_words(page_id, section_id):
 
 
 CASES = [  # notebook, check, the solution's name, a wrong answer (the bug it stands for)
-    ("01_rl_concepts.ipynb", exercises.check_format_reward, "reward_with_format",
-     lambda reply: float("<answer>391</answer>" in reply)),  # no format credit, no whitespace
-    ("02_single_turn_env.ipynb", exercises.check_exact_match, "exact_match_reward",
-     lambda parser, completion, answer, **kw: float(answer in completion[-1]["content"])),  # ignores the tag
+    (
+        "01_rl_concepts.ipynb",
+        exercises.check_format_reward,
+        "reward_with_format",
+        lambda reply: float("<answer>391</answer>" in reply),
+    ),  # no format credit, no whitespace
+    (
+        "02_single_turn_env.ipynb",
+        exercises.check_exact_match,
+        "exact_match_reward",
+        lambda parser, completion, answer, **kw: float(answer in completion[-1]["content"]),
+    ),  # ignores the tag
     ("03_multi_turn_env.ipynb", exercises.check_third_turn, "TripleCheckEnv", wrong_triple_check_env()),
     ("04_tool_env.ipynb", exercises.check_word_count_tool, "count_words", wrong_count_words),
     ("05_tictactoe_env.ipynb", exercises.check_penalty_threshold, "threshold", 0.5),  # forgot the format part
-    ("06_evaluate_models.ipynb", exercises.check_wilson, "my_wilson",
-     lambda k, n, z=1.96: (k / n - z * (k / n * (1 - k / n) / n) ** 0.5, k / n + z * (k / n * (1 - k / n) / n) ** 0.5)),
-    ("07_sft_data_generation.ipynb", exercises.check_hard_win_filter, "keep_hard_win",
-     lambda game: game["winner"] in ("X", "draw") and game["random_move_prob"] <= 0.3),  # keeps draws
-    ("08_sft_warmup.ipynb", exercises.check_sft_steps, "sft_steps",
-     lambda games, batch, epochs: int(epochs * games // batch)),  # drops the short last batch
-    ("09_grpo_training.ipynb", exercises.check_advantages, "advantages",
-     lambda rewards, scale: [r - sum(rewards) / len(rewards) for r in rewards]),  # never scales
+    (
+        "06_evaluate_models.ipynb",
+        exercises.check_wilson,
+        "my_wilson",
+        lambda k, n, z=1.96: (
+            k / n - z * (k / n * (1 - k / n) / n) ** 0.5,
+            k / n + z * (k / n * (1 - k / n) / n) ** 0.5,
+        ),
+    ),
+    (
+        "07_sft_data_generation.ipynb",
+        exercises.check_hard_win_filter,
+        "keep_hard_win",
+        lambda game: game["winner"] in ("X", "draw") and game["random_move_prob"] <= 0.3,
+    ),  # keeps draws
+    (
+        "08_sft_warmup.ipynb",
+        exercises.check_sft_steps,
+        "sft_steps",
+        lambda games, batch, epochs: int(epochs * games // batch),
+    ),  # drops the short last batch
+    (
+        "09_grpo_training.ipynb",
+        exercises.check_advantages,
+        "advantages",
+        lambda rewards, scale: [r - sum(rewards) / len(rewards) for r in rewards],
+    ),  # never scales
     ("10_evaluation_and_plots.ipynb", exercises.check_games_needed, "games_needed", 96),  # the Wald answer
 ]
 

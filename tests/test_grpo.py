@@ -21,7 +21,8 @@ def test_every_profile_builds_a_config_with_its_rollouts_per_step(name, tmp_path
     profile = PROFILES[name]
     config = grpo.grpo_config(profile, tmp_path, [1.0, 0.2, -0.1])
     assert config.per_device_train_batch_size * config.gradient_accumulation_steps == (
-        profile.grpo.prompts_per_step * profile.grpo.num_generations)
+        profile.grpo.prompts_per_step * profile.grpo.num_generations
+    )
     assert config.num_generations == profile.grpo.num_generations
     assert (config.loss_type, config.scale_rewards, config.shuffle_dataset) == ("dapo", "none", False)
     assert config.use_vllm == bool(profile.grpo.vllm_mode)
@@ -31,8 +32,9 @@ def test_full_profile_launch_files_load():
     accelerate = yaml.safe_load((Path(grpo.__file__).parent / "configs" / "accelerate_full.yaml").read_text())
     assert accelerate["distributed_type"] == "MULTI_GPU" and accelerate["num_processes"] >= 1
     assert PROFILES["full"].grpo.vllm_mode == "server"
-    help_text = subprocess.run([sys.executable, "-m", "course_lib.train_grpo", "--help"],
-                               capture_output=True, text=True, check=True).stdout
+    help_text = subprocess.run(
+        [sys.executable, "-m", "course_lib.train_grpo", "--help"], capture_output=True, text=True, check=True
+    ).stdout
     assert "accelerate launch" in help_text
 
 
@@ -41,8 +43,9 @@ def smoke_trainer(tmp_path_factory):
     profile = get_profile("smoke")
     env = grpo.training_environment(profile)
     stats = {}
-    trainer = grpo.build_grpo_trainer(profile, env, resolve_model(profile), tmp_path_factory.mktemp("grpo"), stats,
-                                      save_strategy="no")
+    trainer = grpo.build_grpo_trainer(
+        profile, env, resolve_model(profile), tmp_path_factory.mktemp("grpo"), stats, save_strategy="no"
+    )
     return profile, env, trainer, stats
 
 
@@ -53,11 +56,13 @@ def test_every_generation_batch_spans_every_opponent_skill_bucket(smoke_trainer)
     batch = profile.grpo.prompts_per_step * profile.grpo.num_generations
     indices = list(itertools.islice(iter(trainer._get_train_sampler(trainer.train_dataset)), 4 * batch))
     for start in range(0, len(indices), batch):
-        chunk = indices[start:start + batch]
+        chunk = indices[start : start + batch]
         assert sorted({buckets[i] for i in chunk}) == list(range(profile.grpo.prompts_per_step))
         # each prompt appears num_generations times in a row: one group
-        assert all(len(set(chunk[g:g + profile.grpo.num_generations])) == 1
-                   for g in range(0, batch, profile.grpo.num_generations))
+        assert all(
+            len(set(chunk[g : g + profile.grpo.num_generations])) == 1
+            for g in range(0, batch, profile.grpo.num_generations)
+        )
 
 
 def test_two_grpo_steps_on_groups_whose_rewards_differ_change_the_weights(smoke_trainer, monkeypatch):
@@ -76,7 +81,8 @@ def test_two_grpo_steps_on_groups_whose_rewards_differ_change_the_weights(smoke_
         return results
 
     rollout_func = rollout_bridge.make_rollout_func(
-        env, env.get_dataset(), tokenizer, expert_or_nonsense, profile.grpo.max_tokens_per_turn, stats)
+        env, env.get_dataset(), tokenizer, expert_or_nonsense, profile.grpo.max_tokens_per_turn, stats
+    )
     monkeypatch.setattr(trainer, "rollout_func", rollout_func)
     before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
     trainer.train()

@@ -19,8 +19,10 @@ def test_precision_by_compute_capability(capability, dtype):
     assert hardware.precision(capability) == dtype
 
 
-@pytest.mark.parametrize("capability, lora, dtype", [
-    (None, True, "float32"), ((7, 5), True, "float16"), ((7, 5), False, "float32"), ((9, 0), False, "bfloat16")])
+@pytest.mark.parametrize(
+    "capability, lora, dtype",
+    [(None, True, "float32"), ((7, 5), True, "float16"), ((7, 5), False, "float32"), ((9, 0), False, "bfloat16")],
+)
 def test_training_weights_in_float32_wherever_float16_gradients_would_flow(capability, lora, dtype):
     assert hardware.training_dtype(capability, lora) == dtype
 
@@ -36,8 +38,10 @@ def test_sft_and_grpo_configs_train_in_the_cards_precision(monkeypatch, capabili
         monkeypatch.setattr(module, "cuda_capability", lambda: capability)
     fake_config(monkeypatch, "SFTConfig")
     fake_config(monkeypatch, "GRPOConfig")
-    for config in (sft.sft_config(PROFILES["gpu"], "/tmp/unused"),
-                   grpo.grpo_config(PROFILES["gpu"], "/tmp/unused", [1.0, 0.2, -0.1])):
+    for config in (
+        sft.sft_config(PROFILES["gpu"], "/tmp/unused"),
+        grpo.grpo_config(PROFILES["gpu"], "/tmp/unused", [1.0, 0.2, -0.1]),
+    ):
         expected = (dtype == "bfloat16", dtype == "float16", capability is None)
         assert (config.bf16, config.fp16, config.use_cpu) == expected
         assert config.gradient_checkpointing == (capability is not None)
@@ -65,16 +69,28 @@ def test_transformers_serve_on_the_cpu_is_unchanged(monkeypatch):
     monkeypatch.setattr(serving, "cuda_capability", lambda: None)
     monkeypatch.setattr(serving, "find_program", lambda name: name)
     assert serving.server_command(PROFILES["cpu"], "/m", 8000) == [
-        "transformers", "serve", "/m", "--device", "cpu", "--host", "127.0.0.1", "--port", "8000"]
+        "transformers",
+        "serve",
+        "/m",
+        "--device",
+        "cpu",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8000",
+    ]
 
 
-@pytest.mark.parametrize("capability, variable, installed, reason", [
-    (None, None, True, "no NVIDIA GPU"),
-    ((6, 1), None, True, "below vLLM's minimum 7.0"),
-    ((7, 5), None, False, "vLLM is not installed"),
-    ((9, 0), "0", True, "COURSE_VLLM=0 is set"),
-    ((7, 5), None, True, None),
-])
+@pytest.mark.parametrize(
+    "capability, variable, installed, reason",
+    [
+        (None, None, True, "no NVIDIA GPU"),
+        ((6, 1), None, True, "below vLLM's minimum 7.0"),
+        ((7, 5), None, False, "vLLM is not installed"),
+        ((9, 0), "0", True, "COURSE_VLLM=0 is set"),
+        ((7, 5), None, True, None),
+    ],
+)
 def test_why_no_vllm(monkeypatch, capability, variable, installed, reason):
     monkeypatch.setattr(hardware.importlib.util, "find_spec", lambda name: object() if installed else None)
     if variable is None:
@@ -92,10 +108,15 @@ def test_release_frees_the_engine_first_then_the_model_then_the_cuda_cache(monke
 
     calls = []
     trainer = types.SimpleNamespace(
-        vllm_generation=types.SimpleNamespace(llm="engine"), model="model", model_wrapped="model",
-        optimizer="optimizer", lr_scheduler="scheduler",
+        vllm_generation=types.SimpleNamespace(llm="engine"),
+        model="model",
+        model_wrapped="model",
+        optimizer="optimizer",
+        lr_scheduler="scheduler",
         accelerator=types.SimpleNamespace(
-            free_memory=lambda: calls.append(("accelerator", trainer.vllm_generation.llm))))
+            free_memory=lambda: calls.append(("accelerator", trainer.vllm_generation.llm))
+        ),
+    )
     monkeypatch.setattr(hardware.gc, "collect", lambda: calls.append(("gc", trainer.model)))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append(("empty_cache", None)))

@@ -21,14 +21,17 @@ def tokenizer():
 
 def echo_number(tokenizer, calls):
     """A generate_batch that answers each prompt with the number it asks about, and logs its batches."""
+
     def generate_batch(prompts, sampling):
         calls.append((len(prompts), dict(sampling), threading.current_thread().name))
         answers = []
         for ids in prompts:
             number = tokenizer.decode(ids).rsplit("number ", 1)[1].split("<")[0].strip()
-            answers.append((tokenizer(f"You said {number}", add_special_tokens=False)["input_ids"]
-                            + [tokenizer.eos_token_id], []))
+            answers.append(
+                (tokenizer(f"You said {number}", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id], [])
+            )
         return answers
+
     return generate_batch
 
 
@@ -39,8 +42,10 @@ def ask(client, number, **sampling):
 
 def run(coroutine, timeout=60):
     """Nothing may hang: every test finishes within `timeout` seconds or fails."""
+
     async def bounded():
         return await asyncio.wait_for(coroutine, timeout)
+
     return asyncio.run(bounded())
 
 
@@ -67,7 +72,9 @@ def test_a_request_sampling_wins_over_the_defaults_and_splits_batches(tokenizer)
 
     run(mixed())
     assert sorted((size, sampling["max_tokens"], sampling["temperature"]) for size, sampling, _ in calls) == [
-        (1, 4, 0.5), (2, 16, 1.0)]
+        (1, 4, 0.5),
+        (2, 16, 1.0),
+    ]
 
 
 def test_an_error_in_generation_reaches_every_waiting_caller_and_the_next_batch_still_runs(tokenizer):
@@ -94,8 +101,9 @@ def test_an_error_in_generation_reaches_every_waiting_caller_and_the_next_batch_
 
 
 def test_a_turn_cut_at_max_tokens_is_closed_and_reported_as_truncated(tokenizer):
-    client = LocalModelClient(tokenizer, lambda prompts, s: [([tokenizer.encode("a")[0]] * s["max_tokens"], [])
-                                                             for _ in prompts], SAMPLING)
+    client = LocalModelClient(
+        tokenizer, lambda prompts, s: [([tokenizer.encode("a")[0]] * s["max_tokens"], []) for _ in prompts], SAMPLING
+    )
     response = run(ask(client, 1))
     assert response.message.is_truncated and response.message.finish_reason == "length"
     assert client.closed_turns == 1
@@ -108,8 +116,17 @@ def test_the_embedded_model_plays_tictactoe_games_in_batches_and_samples():
 
     env = load_environment(num_train_examples=0, num_eval_examples=1, max_turns=1)
     with LocalModel(embedded_checkpoint()) as model:
-        results = run(env.evaluate(model.client, model.model, sampling_args={"max_tokens": 12},
-                                   num_examples=1, rollouts_per_example=6, max_concurrent=6), timeout=240)
+        results = run(
+            env.evaluate(
+                model.client,
+                model.model,
+                sampling_args={"max_tokens": 12},
+                num_examples=1,
+                rollouts_per_example=6,
+                max_concurrent=6,
+            ),
+            timeout=240,
+        )
         assert max(model.client.batch_sizes) > 1
         answers = [o["completion"][0]["content"] for o in results["outputs"]]
         assert len(set(answers)) > 1, answers
@@ -128,14 +145,20 @@ def test_the_prefix_cache_changes_no_token_over_two_turns():
     model = LocalModel(embedded_checkpoint())
     tokenizer = model.tokenizer
     rows = load_environment(num_train_examples=0, num_eval_examples=3).eval_dataset
-    prompts = [tokenizer(tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False),
-                         add_special_tokens=False)["input_ids"] for row in rows]
+    prompts = [
+        tokenizer(
+            tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False),
+            add_special_tokens=False,
+        )["input_ids"]
+        for row in rows
+    ]
     greedy = {"max_tokens": 6, "temperature": 1e-6, "top_p": 1.0}
     plain = lambda batch: sample_batch(model.network, tokenizer, batch, greedy)  # noqa: E731
     first = model.generate_batch(prompts[:2], greedy)  # nothing cached yet
     assert first == plain(prompts[:2])
-    reply = tokenizer("<|im_start|>user\nYour move.<|im_end|>\n<|im_start|>assistant\n",
-                      add_special_tokens=False)["input_ids"]
+    reply = tokenizer("<|im_start|>user\nYour move.<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)[
+        "input_ids"
+    ]
     second_turns = [ids + completion + reply for ids, (completion, _) in zip(prompts[:2], first)]
     batch = [second_turns[0], prompts[2], second_turns[1] + reply]  # own turn, system prompt only, own turn
     cached = [model.prefix_cache.lookup(ids) for ids in batch]
@@ -154,19 +177,27 @@ def test_fast_generation_picks_the_same_tokens_as_stock_transformers():
 
     model = LocalModel(embedded_checkpoint())
     tokenizer = model.tokenizer
-    prompts = [tokenizer(text, add_special_tokens=False)["input_ids"]
-               for text in ("The capital of France is", "One, two, three, four, five, six, seven,")]
+    prompts = [
+        tokenizer(text, add_special_tokens=False)["input_ids"]
+        for text in ("The capital of France is", "One, two, three, four, five, six, seven,")
+    ]
     greedy = {"max_tokens": 8, "temperature": 1e-6, "top_p": 1.0}
-    stock = AutoModelForCausalLM.from_pretrained(embedded_checkpoint(), dtype=torch.float32,
-                                                 attn_implementation="sdpa").eval()
+    stock = AutoModelForCausalLM.from_pretrained(
+        embedded_checkpoint(), dtype=torch.float32, attn_implementation="sdpa"
+    ).eval()
     width = max(map(len, prompts))
     with torch.inference_mode():
         out = stock.generate(
             input_ids=torch.tensor([[tokenizer.pad_token_id] * (width - len(ids)) + ids for ids in prompts]),
             attention_mask=torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts]),
-            do_sample=False, max_new_tokens=8, pad_token_id=tokenizer.pad_token_id)
-    expected = [ids[:ids.index(tokenizer.eos_token_id) + 1] if tokenizer.eos_token_id in ids else ids
-                for ids in out[:, width:].tolist()]
+            do_sample=False,
+            max_new_tokens=8,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+    expected = [
+        ids[: ids.index(tokenizer.eos_token_id) + 1] if tokenizer.eos_token_id in ids else ids
+        for ids in out[:, width:].tolist()
+    ]
     assert model.network.config._attn_implementation != "sdpa"  # the fast path is the one tested
     assert [completion for completion, _ in sample_batch(model.network, tokenizer, prompts, greedy)] == expected
 
@@ -180,9 +211,17 @@ def test_fast_generation_keeps_the_cache_layers_of_other_architectures():
 
     from course_lib.local_model import register_grouped_query_sdpa, sample_batch
 
-    config = Lfm2Config(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
-                        num_attention_heads=4, num_key_value_heads=2, pad_token_id=0, eos_token_id=1,
-                        layer_types=["conv", "full_attention", "conv", "full_attention"])
+    config = Lfm2Config(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        pad_token_id=0,
+        eos_token_id=1,
+        layer_types=["conv", "full_attention", "conv", "full_attention"],
+    )
     torch.manual_seed(0)
     stock = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
     fast = AutoModelForCausalLM.from_config(config, attn_implementation=register_grouped_query_sdpa()).eval()
@@ -190,9 +229,14 @@ def test_fast_generation_keeps_the_cache_layers_of_other_architectures():
     tokenizer = type("Tokenizer", (), {"pad_token_id": 0, "eos_token_id": 1})()
     prompts = [[5, 6, 7, 8, 9], [10, 11, 12]]
     with torch.inference_mode():
-        out = stock.generate(input_ids=torch.tensor([prompts[0], [0, 0] + prompts[1]]),
-                             attention_mask=torch.tensor([[1] * 5, [0, 0, 1, 1, 1]]), do_sample=False,
-                             max_new_tokens=6, pad_token_id=0, eos_token_id=1)
-    expected = [ids[:ids.index(1) + 1] if 1 in ids else ids for ids in out[:, 5:].tolist()]
+        out = stock.generate(
+            input_ids=torch.tensor([prompts[0], [0, 0] + prompts[1]]),
+            attention_mask=torch.tensor([[1] * 5, [0, 0, 1, 1, 1]]),
+            do_sample=False,
+            max_new_tokens=6,
+            pad_token_id=0,
+            eos_token_id=1,
+        )
+    expected = [ids[: ids.index(1) + 1] if 1 in ids else ids for ids in out[:, 5:].tolist()]
     greedy = {"max_tokens": 6, "temperature": 1e-6, "top_p": 1.0}
     assert [completion for completion, _ in sample_batch(fast, tokenizer, prompts, greedy)] == expected

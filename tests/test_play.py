@@ -35,11 +35,13 @@ def scripted_model(seed: int, invalid_on: tuple[int, ...] = ()) -> callable:
             taken = [f"<move>{cell}</move>" for cell in range(9) if board[cell] is not None]
             return (invalid + taken)[len(calls) % (len(invalid) + len(taken))]
         return expert(messages)
+
     return answer
 
 
 def drive_environment(env, row, answer) -> list[dict]:
     """The environment's own turn-by-turn driving (its module docstring), with its own opponent."""
+
     async def play():
         state = await env.init_state(row, client=ScriptedClient(), model="policy")
         state = await env.setup_state(state)
@@ -48,6 +50,7 @@ def drive_environment(env, row, answer) -> list[dict]:
             messages.append({"role": "assistant", "content": answer(messages)})
             messages += [m.model_dump() for m in await env.env_response(messages, state)]
         return messages
+
     return asyncio.run(play())
 
 
@@ -177,6 +180,7 @@ def test_the_widget_plays_a_game_when_its_buttons_are_pressed():
 
 def test_a_model_error_is_shown_instead_of_a_silent_board():
     """Catches: an exception from the server vanishing inside a button handler."""
+
     def broken(messages):
         raise ConnectionError("server down")
 

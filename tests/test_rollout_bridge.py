@@ -31,10 +31,19 @@ def says_seven(completion, **kwargs):
 
 @pytest.fixture
 def env():
-    rows = [{"prompt": [{"role": "system", "content": "Answer with a number."},
-                        {"role": "user", "content": f"What is {i} + 3?"}], "answer": str(i + 3)} for i in range(3)]
-    return AskTwiceEnv(dataset=Dataset.from_list(rows), max_turns=2,
-                       rubric=vf.Rubric(funcs=[says_seven], weights=[0.5]))
+    rows = [
+        {
+            "prompt": [
+                {"role": "system", "content": "Answer with a number."},
+                {"role": "user", "content": f"What is {i} + 3?"},
+            ],
+            "answer": str(i + 3),
+        }
+        for i in range(3)
+    ]
+    return AskTwiceEnv(
+        dataset=Dataset.from_list(rows), max_turns=2, rubric=vf.Rubric(funcs=[says_seven], weights=[0.5])
+    )
 
 
 def scripted(tokenizer, answers, finish=True):
@@ -91,8 +100,9 @@ def test_environment_tokens_are_masked_and_the_sequence_matches_the_chat_templat
 
 def test_a_turn_cut_at_the_token_limit_is_closed_by_an_unmasked_eos(env, tokenizer):
     rows = env.get_dataset().to_list()[:1]
-    client, (state,) = play(env, tokenizer, scripted(tokenizer, ["a b c d e f g", "7"], finish=False), rows,
-                            max_tokens=3)
+    client, (state,) = play(
+        env, tokenizer, scripted(tokenizer, ["a b c d e f g", "7"], finish=False), rows, max_tokens=3
+    )
     tokens = bridge.episode_tokens(state)
     assert client.closed_turns == 2
     assert tokens["completion_ids"][-1] == tokenizer.eos_token_id and tokens["env_mask"][-1] == 0

@@ -27,8 +27,9 @@ def test_09_alone_trains_notebook_08s_model_first(fresh_output, monkeypatch):
     """Catches: GRPO silently starting from the base model when 08's checkpoint is missing."""
     calls = []
     trainer = types.SimpleNamespace(train=lambda: calls.append("train"))
-    monkeypatch.setattr(sft, "build_sft_trainer",
-                        lambda profile, data, base, out: calls.append(("build", base)) or trainer)
+    monkeypatch.setattr(
+        sft, "build_sft_trainer", lambda profile, data, base, out: calls.append(("build", base)) or trainer
+    )
     monkeypatch.setattr(sft, "load_dataset", lambda directory: directory)
     monkeypatch.setattr(sft, "save_final", lambda t, path, base: calls.append(("save", path)) or make_checkpoint(path))
     monkeypatch.setattr(sft, "release", lambda t: calls.append("release"))
@@ -78,7 +79,9 @@ def test_10_alone_compares_only_the_models_that_exist_and_names_the_missing_note
 def test_10_after_08_and_09_has_every_stage(fresh_output, capsys):
     make_checkpoint(fresh_output / "sft" / "final")
     make_checkpoint(fresh_output / "grpo" / "final")
-    assert grpo.training_stages(SMOKE) == {"base model": "/models/base",
-                                           "after SFT": str(fresh_output / "sft" / "final"),
-                                           "after GRPO": str(fresh_output / "grpo" / "final")}
+    assert grpo.training_stages(SMOKE) == {
+        "base model": "/models/base",
+        "after SFT": str(fresh_output / "sft" / "final"),
+        "after GRPO": str(fresh_output / "grpo" / "final"),
+    }
     assert "missing" not in capsys.readouterr().out

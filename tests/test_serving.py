@@ -41,8 +41,10 @@ def test_chat_completion_then_clean_stop():
     with serving.serve() as server:
         pid = server.process.pid
         response = server.openai.chat.completions.create(
-            model=server.model, messages=[{"role": "user", "content": "What is the capital of France?"}],
-            max_tokens=16, temperature=0.2,
+            model=server.model,
+            messages=[{"role": "user", "content": "What is the capital of France?"}],
+            max_tokens=16,
+            temperature=0.2,
         )
         assert response.choices[0].message.content.strip()
         assert response.usage.completion_tokens > 0
@@ -62,8 +64,10 @@ def test_stopped_on_exception_inside_the_block():
 
 def test_server_dies_with_its_parent_even_on_sigkill():
     """A notebook kernel that crashes must not leave an orphan server."""
-    script = ("from course_lib.serving import start_server\n"
-              "s = start_server()\nprint(s.process.pid, flush=True)\nimport time; time.sleep(600)\n")
+    script = (
+        "from course_lib.serving import start_server\n"
+        "s = start_server()\nprint(s.process.pid, flush=True)\nimport time; time.sleep(600)\n"
+    )
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
         server_pid = int(parent.stdout.readline())
@@ -139,6 +143,7 @@ def test_external_endpoint_reads_the_environment(monkeypatch):
 
 # --- Local server client fixes ------------------------------------------------------------------
 
+
 def test_local_server_client_sends_max_tokens_and_drops_null_fields(monkeypatch):
     """Catches: transformers serve ignoring max_completion_tokens (1024 tokens per turn) and its
     HTTP 500 on "tool_calls": null in earlier assistant turns."""
@@ -152,8 +157,11 @@ def test_local_server_client_sends_max_tokens_and_drops_null_fields(monkeypatch)
 
     monkeypatch.setattr(chat_module, "post_chat_completion_with_routed_experts_sidecar", fake_post)
     client = LocalServerClient(AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x"))
-    prompt = [vf.UserMessage(content="hi"), vf.AssistantMessage(content="<move>4</move>"),
-              vf.UserMessage(content="again")]
+    prompt = [
+        vf.UserMessage(content="hi"),
+        vf.AssistantMessage(content="<move>4</move>"),
+        vf.UserMessage(content="again"),
+    ]
     with pytest.raises(vf.ModelError):
         asyncio.run(client.get_response(prompt, model="m", sampling_args={"max_tokens": 7}))
     assert sent["max_tokens"] == 7 and sent["max_completion_tokens"] == 7
@@ -163,6 +171,7 @@ def test_local_server_client_sends_max_tokens_and_drops_null_fields(monkeypatch)
 
 def test_the_client_fixes_transformers_serve_only():
     """Catches: the max_tokens field reaching an OpenAI reasoning model (it refuses it)."""
+
     def client(kind):
         return Server(base_url="http://127.0.0.1:9/v1", model="m", kind=kind).client
 

@@ -17,8 +17,17 @@ from course_lib.scripted_client import ScriptedClient, read_board
 from tictactoe import MoveParser
 from tictactoe.game import WIN_LINES
 
-EXPECTED_KEYS = {"messages", "teacher", "example_id", "game_seed", "model_starts", "random_move_prob",
-                 "result", "model_turns", "moves"}
+EXPECTED_KEYS = {
+    "messages",
+    "teacher",
+    "example_id",
+    "game_seed",
+    "model_starts",
+    "random_move_prob",
+    "result",
+    "model_turns",
+    "moves",
+}
 
 
 def run(coroutine):
@@ -52,6 +61,7 @@ def assert_good_game(row: dict) -> None:
 
 
 # --- The shipped dataset ---------------------------------------------------------------------
+
 
 def test_shipped_dataset_schema_and_filters():
     """Catches: a lost or invalid game in the shipped data, a row without its metadata, repeated
@@ -98,6 +108,7 @@ def test_shipped_dataset_is_what_the_environment_produces_now():
 
 # --- Filtering -------------------------------------------------------------------------------
 
+
 class SloppyExpert(ScriptedClient):
     """The expert, except that in some games it answers a taken cell once, or adds chatter."""
 
@@ -129,10 +140,16 @@ def test_filter_drops_lost_invalid_and_badly_formatted_games():
             assert sft.rejection_reason(output) is not None
 
 
-@pytest.mark.parametrize("change, reason", [
-    ({"winner": "O"}, "lost"), ({"winner": None}, "unfinished"), ({"invalid_moves": 1}, "invalid move"),
-    ({"well_formed_turns": 2}, "badly formatted"), ({"error": {"error": "boom"}}, "error"),
-])
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"winner": "O"}, "lost"),
+        ({"winner": None}, "unfinished"),
+        ({"invalid_moves": 1}, "invalid move"),
+        ({"well_formed_turns": 2}, "badly formatted"),
+        ({"error": {"error": "boom"}}, "error"),
+    ],
+)
 def test_rejection_reason(change, reason):
     """Catches: a check that is missing or reads the wrong state key."""
     good = {"error": None, "winner": "draw", "invalid_moves": 0, "well_formed_turns": 4, "model_turns": 4}
@@ -141,6 +158,7 @@ def test_rejection_reason(change, reason):
 
 
 # --- The conversation is what the model sees -------------------------------------------------
+
 
 class RecordingExpert(ScriptedClient):
     """The expert, remembering every prompt it was sent and what it answered."""
@@ -163,8 +181,17 @@ def test_conversation_equals_what_the_model_sees(game):
     client = RecordingExpert()
     env = sft.teacher_environment(game + 1)
     env.eval_dataset = env.eval_dataset.select([game])
-    results = run(env.evaluate(client, "expert", sampling_args={}, num_examples=-1, rollouts_per_example=1,
-                               max_concurrent=1, state_columns=sft.GAME_STATE_COLUMNS))
+    results = run(
+        env.evaluate(
+            client,
+            "expert",
+            sampling_args={},
+            num_examples=-1,
+            rollouts_per_example=1,
+            max_concurrent=1,
+            state_columns=sft.GAME_STATE_COLUMNS,
+        )
+    )
     output = results["outputs"][0]
     last_prompt, last_answer = client.calls[-1]
     messages = sft.game_to_messages(output)
@@ -193,12 +220,14 @@ def test_training_template_renders_exactly_like_the_models_own():
         for cut in (len(messages), 2):
             for generation_prompt in (False, True):
                 kwargs = dict(tokenize=False, add_generation_prompt=generation_prompt)
-                training = tok.apply_chat_template(messages[:cut], chat_template=sft.SMOLLM2_TRAINING_CHAT_TEMPLATE,
-                                                   **kwargs)
+                training = tok.apply_chat_template(
+                    messages[:cut], chat_template=sft.SMOLLM2_TRAINING_CHAT_TEMPLATE, **kwargs
+                )
                 assert training == tok.apply_chat_template(messages[:cut], **kwargs)
 
 
 # --- Training (smoke profile) ----------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
@@ -209,8 +238,17 @@ def trained(tmp_path_factory):
     base = resolve_model(profile)
     dataset = sft.load_dataset().select(range(2))
     out = tmp_path_factory.mktemp("sft")
-    trainer = sft.build_sft_trainer(profile, dataset, base, out, max_steps=2, per_device_train_batch_size=1,
-                                    gradient_accumulation_steps=1, max_length=320, disable_tqdm=True)
+    trainer = sft.build_sft_trainer(
+        profile,
+        dataset,
+        base,
+        out,
+        max_steps=2,
+        per_device_train_batch_size=1,
+        gradient_accumulation_steps=1,
+        max_length=320,
+        disable_tqdm=True,
+    )
     before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
     trainer.train()
     final = sft.save_final(trainer, out / "final", base)
@@ -223,8 +261,12 @@ def test_label_mask_trains_only_the_assistants_tokens(trained):
     answer whose end-of-turn token is not trained (the model would never learn to stop)."""
     trainer, _, _, dataset, _ = trained
     tok = trainer.processing_class
-    full = tok.apply_chat_template(dataset[0]["messages"], chat_template=sft.SMOLLM2_TRAINING_CHAT_TEMPLATE,
-                                   return_dict=True, return_assistant_tokens_mask=True)
+    full = tok.apply_chat_template(
+        dataset[0]["messages"],
+        chat_template=sft.SMOLLM2_TRAINING_CHAT_TEMPLATE,
+        return_dict=True,
+        return_assistant_tokens_mask=True,
+    )
     example = trainer.train_dataset[0]
     ids, labels = example["input_ids"], example["labels"]
     assert ids == full["input_ids"][: len(ids)]  # truncated to max_length=320 in this test

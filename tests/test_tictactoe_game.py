@@ -76,6 +76,7 @@ def sign(value: int) -> int:
 
 # --- Rules ---------------------------------------------------------------------------------
 
+
 def test_win_lines_are_the_three_rows_three_columns_and_both_diagonals():
     expected = {(0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6)}
     assert len(WIN_LINES) == 8 and set(WIN_LINES) == expected
@@ -153,6 +154,7 @@ def test_opponent_rejects_probabilities_outside_0_1(prob):
 
 # --- Perfect play, checked on every reachable position -------------------------------------
 
+
 def test_enumeration_covers_the_known_number_of_positions():
     # Tic-tac-toe has 5,478 legal positions when X starts, and as many when O starts (the player
     # to move tells the two sets apart). Guards the helper the exhaustive tests rely on.
@@ -206,8 +208,7 @@ def optimal_never_loses(cells: tuple, to_move: str, optimal_player: str, memo: d
         else:
             moves = best_moves(cells, to_move) if to_move == optimal_player else legal_moves(cells)
             memo[key] = all(
-                optimal_never_loses(tuple(play(cells, m, to_move)), other(to_move), optimal_player, memo)
-                for m in moves
+                optimal_never_loses(tuple(play(cells, m, to_move)), other(to_move), optimal_player, memo) for m in moves
             )
     return memo[key]
 
@@ -391,8 +392,7 @@ def expert_never_loses(cells: tuple, to_move: str, expert: str, rng: random.Rand
         else:
             moves = [expert_move(cells, to_move, rng)[0]] if to_move == expert else legal_moves(cells)
             memo[key] = all(
-                expert_never_loses(tuple(play(cells, m, to_move)), other(to_move), expert, rng, memo)
-                for m in moves
+                expert_never_loses(tuple(play(cells, m, to_move)), other(to_move), expert, rng, memo) for m in moves
             )
     return memo[key]
 

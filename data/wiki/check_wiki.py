@@ -66,15 +66,16 @@ def main():
         key = (q["page_id"], q["section_id"])
         assert key in sections, f"question {q['id']}: unknown section {key}"
         assert q["answer"].strip() and len(q["answer"].split()) <= 4, f"question {q['id']}: answer"
-        assert q["answer"].lower() in sections[key].lower(), (
-            f"question {q['id']}: answer {q['answer']!r} not in {key}")
+        assert q["answer"].lower() in sections[key].lower(), f"question {q['id']}: answer {q['answer']!r} not in {key}"
 
     covered = {q["page_id"] for q in questions}
     uncovered = [p for p in page_ids if p not in covered]
     assert not uncovered, f"pages without questions: {uncovered}"
     n_sections = len(sections)
-    print(f"ok: {len(pages)} pages, {n_sections} sections, {len(questions)} questions, "
-          f"every page has at least one question")
+    print(
+        f"ok: {len(pages)} pages, {n_sections} sections, {len(questions)} questions, "
+        f"every page has at least one question"
+    )
     return 0
 
 

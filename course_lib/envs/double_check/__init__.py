@@ -45,6 +45,7 @@ ARE_YOU_SURE = "Are you sure?"
 # not a bare KeyError in a reward function later. (The same reader is in each course environment,
 # so that each one can be copied alone.)
 
+
 class DataFileError(ValueError):
     """A data file cannot be used; the message names the file (and line) and says what to do."""
 
@@ -64,11 +65,19 @@ def read_jsonl(path: Path, fields: dict, fix: str, check=lambda row: None) -> li
         try:
             row = json.loads(raw.decode("utf-8")) if raw.strip() else None
         except UnicodeDecodeError as error:
-            raise DataFileError(where, f"byte {raw[error.start:error.start + 1]!r} at column {error.start + 1} "
-                                "is not UTF-8 (save the file as UTF-8)", fix) from None
+            raise DataFileError(
+                where,
+                f"byte {raw[error.start : error.start + 1]!r} at column {error.start + 1} "
+                "is not UTF-8 (save the file as UTF-8)",
+                fix,
+            ) from None
         except json.JSONDecodeError as error:
-            raise DataFileError(where, f"not valid JSON at column {error.colno} ({error.msg}); each line "
-                                "must be one complete JSON object (a truncated or hand-edited line?)", fix) from None
+            raise DataFileError(
+                where,
+                f"not valid JSON at column {error.colno} ({error.msg}); each line "
+                "must be one complete JSON object (a truncated or hand-edited line?)",
+                fix,
+            ) from None
         if row is None:
             continue
         if not isinstance(row, dict):
@@ -77,8 +86,11 @@ def read_jsonl(path: Path, fields: dict, fix: str, check=lambda row: None) -> li
             if name not in row:
                 raise DataFileError(where, f"field {name!r} is missing (every row needs {', '.join(fields)})", fix)
             if not isinstance(row[name], kind) or (isinstance(row[name], bool) and kind is int):
-                raise DataFileError(where, f"field {name!r} is {row[name]!r:.60}, a {type(row[name]).__name__}; "
-                                    f"it must be a {kind.__name__}", fix)
+                raise DataFileError(
+                    where,
+                    f"field {name!r} is {row[name]!r:.60}, a {type(row[name]).__name__}; it must be a {kind.__name__}",
+                    fix,
+                )
         problem = check(row)
         if problem:
             raise DataFileError(where, problem, fix)
@@ -88,17 +100,21 @@ def read_jsonl(path: Path, fields: dict, fix: str, check=lambda row: None) -> li
     return rows
 
 
-FIX = ("The shipped file is double_check/double_check.jsonl (`git checkout course_lib/envs/` restores it in "
-       'the course repository); or pass data_path= to a JSON Lines file with rows {"id": 0, "question": '
-       '"What is 2 + 3?", "answer": "5"}.')
+FIX = (
+    "The shipped file is double_check/double_check.jsonl (`git checkout course_lib/envs/` restores it in "
+    'the course repository); or pass data_path= to a JSON Lines file with rows {"id": 0, "question": '
+    '"What is 2 + 3?", "answer": "5"}.'
+)
 
 
 def unmatchable(row: dict) -> str | None:
     """Why no reply can ever match this row's answer, or None: replies are read as canonical
     numbers ("05" -> "5"), so the answer must be an integer written that way."""
     if not re.fullmatch(r"-?[0-9]+", row["answer"]) or canonical_number(row["answer"]) != row["answer"]:
-        return (f"answer {row['answer']!r:.40} can never match: answers must be whole numbers written "
-                f"plainly, e.g. \"42\" or \"-7\" (no spaces, leading zeros, + sign or decimals)")
+        return (
+            f"answer {row['answer']!r:.40} can never match: answers must be whole numbers written "
+            f'plainly, e.g. "42" or "-7" (no spaces, leading zeros, + sign or decimals)'
+        )
     return None
 
 
@@ -151,7 +167,7 @@ def tag_contents(text: str, tag: str) -> list[str]:
         end = text.find(closing, start + len(opening))
         if end == -1:
             break
-        contents.append(text[start + len(opening):end])
+        contents.append(text[start + len(opening) : end])
         position = end + len(closing)
     return contents
 
@@ -175,8 +191,10 @@ PARSER = vf.Parser(extract_fn=extract_answer)
 
 def replies(completion: vf.Messages) -> list[str]:
     """The text of each model reply in a conversation."""
-    return [str((m["content"] if isinstance(m, dict) else m.content) or "")
-            for m in PARSER.get_assistant_messages(completion)]
+    return [
+        str((m["content"] if isinstance(m, dict) else m.content) or "")
+        for m in PARSER.get_assistant_messages(completion)
+    ]
 
 
 def final_answer(completion: vf.Messages, state: vf.State) -> str | None:
@@ -187,6 +205,7 @@ def final_answer(completion: vf.Messages, state: vf.State) -> str | None:
 
 # Reward functions name the arguments they need (completion, answer, state, prompt, info, ...);
 # the rubric passes exactly those.
+
 
 def correct_answer(completion, answer, state) -> float:
     return float(final_answer(completion, state) == answer)
@@ -207,6 +226,7 @@ def used_boxed(completion) -> float:
 
 
 # ---------------------------------------------------------------- environment
+
 
 class DoubleCheckEnv(vf.MultiTurnEnv):
     """Ask the question, reply "Are you sure?" once, stop after the second answer.
@@ -254,9 +274,12 @@ def load_environment(
     path = Path(data_path) if data_path else DATA_FILE
     examples = Dataset.from_list([to_example(row) for row in load_rows(path)])
     if not 0 < num_eval_examples < len(examples):
-        raise DataFileError(str(path), f"{len(examples)} rows, so num_eval_examples must be between 1 and "
-                            f"{len(examples) - 1} (the other rows are the training set), not {num_eval_examples}",
-                            "Pass a num_eval_examples in that range, or add rows to the file.")
+        raise DataFileError(
+            str(path),
+            f"{len(examples)} rows, so num_eval_examples must be between 1 and "
+            f"{len(examples) - 1} (the other rows are the training set), not {num_eval_examples}",
+            "Pass a num_eval_examples in that range, or add rows to the file.",
+        )
     split = examples.train_test_split(test_size=num_eval_examples, seed=seed)
     dataset, eval_dataset = split["train"], split["test"]
     if num_train_examples >= 0:

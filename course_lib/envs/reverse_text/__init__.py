@@ -42,6 +42,7 @@ assistant: <reversed_text>
 # not a bare KeyError in a reward function later. (The same reader is in each course environment,
 # so that each one can be copied alone.)
 
+
 class DataFileError(ValueError):
     """A data file cannot be used; the message names the file (and line) and says what to do."""
 
@@ -61,11 +62,19 @@ def read_jsonl(path: Path, fields: dict, fix: str, check=lambda row: None) -> li
         try:
             row = json.loads(raw.decode("utf-8")) if raw.strip() else None
         except UnicodeDecodeError as error:
-            raise DataFileError(where, f"byte {raw[error.start:error.start + 1]!r} at column {error.start + 1} "
-                                "is not UTF-8 (save the file as UTF-8)", fix) from None
+            raise DataFileError(
+                where,
+                f"byte {raw[error.start : error.start + 1]!r} at column {error.start + 1} "
+                "is not UTF-8 (save the file as UTF-8)",
+                fix,
+            ) from None
         except json.JSONDecodeError as error:
-            raise DataFileError(where, f"not valid JSON at column {error.colno} ({error.msg}); each line "
-                                "must be one complete JSON object (a truncated or hand-edited line?)", fix) from None
+            raise DataFileError(
+                where,
+                f"not valid JSON at column {error.colno} ({error.msg}); each line "
+                "must be one complete JSON object (a truncated or hand-edited line?)",
+                fix,
+            ) from None
         if row is None:
             continue
         if not isinstance(row, dict):
@@ -74,8 +83,11 @@ def read_jsonl(path: Path, fields: dict, fix: str, check=lambda row: None) -> li
             if name not in row:
                 raise DataFileError(where, f"field {name!r} is missing (every row needs {', '.join(fields)})", fix)
             if not isinstance(row[name], kind) or (isinstance(row[name], bool) and kind is int):
-                raise DataFileError(where, f"field {name!r} is {row[name]!r:.60}, a {type(row[name]).__name__}; "
-                                    f"it must be a {kind.__name__}", fix)
+                raise DataFileError(
+                    where,
+                    f"field {name!r} is {row[name]!r:.60}, a {type(row[name]).__name__}; it must be a {kind.__name__}",
+                    fix,
+                )
         problem = check(row)
         if problem:
             raise DataFileError(where, problem, fix)
@@ -85,13 +97,19 @@ def read_jsonl(path: Path, fields: dict, fix: str, check=lambda row: None) -> li
     return rows
 
 
-FIX = ("The shipped file is reverse_text/reverse_text.jsonl (`git checkout course_lib/envs/` restores it in the "
-       'course repository); or pass data_path= to a JSON Lines file with rows {"id": 0, "text": "Hello, world!"}.')
+FIX = (
+    "The shipped file is reverse_text/reverse_text.jsonl (`git checkout course_lib/envs/` restores it in the "
+    'course repository); or pass data_path= to a JSON Lines file with rows {"id": 0, "text": "Hello, world!"}.'
+)
 
 
 def load_rows(path: Path = DATA_FILE) -> list[dict]:
-    return read_jsonl(path, {"id": int, "text": str}, FIX,
-                      check=lambda row: None if row["text"].strip() else "field 'text' is empty: nothing to reverse")
+    return read_jsonl(
+        path,
+        {"id": int, "text": str},
+        FIX,
+        check=lambda row: None if row["text"].strip() else "field 'text' is empty: nothing to reverse",
+    )
 
 
 def to_example(row: dict) -> dict:
@@ -100,6 +118,7 @@ def to_example(row: dict) -> dict:
 
 
 # ---------------------------------------------------------------- parser
+
 
 def tag_contents(text: str, tag: str) -> list[str]:
     """The contents of every <tag>...</tag> in `text`, in order: what re.findall(r"<tag>(.*?)</tag>",
@@ -111,7 +130,7 @@ def tag_contents(text: str, tag: str) -> list[str]:
         end = text.find(closing, start + len(opening))
         if end == -1:
             break
-        contents.append(text[start + len(opening):end])
+        contents.append(text[start + len(opening) : end])
         position = end + len(closing)
     return contents
 
@@ -131,6 +150,7 @@ class LinearXMLParser(vf.XMLParser):
 
 
 # ---------------------------------------------------------------- reward
+
 
 def lcs_ratio(prediction: str, target: str) -> float:
     """Similarity in [0, 1]: 2*M / (len(prediction) + len(target)), where M is the number of
@@ -154,6 +174,7 @@ def lcs_ratio(prediction: str, target: str) -> float:
 
 # ---------------------------------------------------------------- environment
 
+
 def load_environment(
     num_train_examples: int = -1,
     num_eval_examples: int = 100,
@@ -171,9 +192,12 @@ def load_environment(
     path = Path(data_path) if data_path else DATA_FILE
     examples = Dataset.from_list([to_example(row) for row in load_rows(path)])
     if not 0 < num_eval_examples < len(examples):
-        raise DataFileError(str(path), f"{len(examples)} rows, so num_eval_examples must be between 1 and "
-                            f"{len(examples) - 1} (the other rows are the training set), not {num_eval_examples}",
-                            "Pass a num_eval_examples in that range, or add rows to the file.")
+        raise DataFileError(
+            str(path),
+            f"{len(examples)} rows, so num_eval_examples must be between 1 and "
+            f"{len(examples) - 1} (the other rows are the training set), not {num_eval_examples}",
+            "Pass a num_eval_examples in that range, or add rows to the file.",
+        )
     split = examples.train_test_split(test_size=num_eval_examples, seed=seed)
     dataset, eval_dataset = split["train"], split["test"]
     if num_train_examples >= 0:

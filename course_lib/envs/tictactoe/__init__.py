@@ -81,8 +81,16 @@ number of an empty cell inside <move>...</move>, and nothing else. For example:
 <move>4</move>"""
 
 GAME_STATE_COLUMNS = [
-    "board", "model_starts", "random_move_prob", "game_seed", "moves",
-    "model_turns", "well_formed_turns", "invalid_moves", "winner", "game_over",
+    "board",
+    "model_starts",
+    "random_move_prob",
+    "game_seed",
+    "moves",
+    "model_turns",
+    "well_formed_turns",
+    "invalid_moves",
+    "winner",
+    "game_over",
 ]
 
 
@@ -109,8 +117,15 @@ def first_user_message(board, model_starts: bool) -> str:
 
 # --- Dataset -----------------------------------------------------------------------------
 
-def make_rows(num_examples: int, seed: int, min_random_move_prob: float = 0.0,
-              max_random_move_prob: float = 1.0, num_groups: int = 10, split: str = "train") -> list[dict]:
+
+def make_rows(
+    num_examples: int,
+    seed: int,
+    min_random_move_prob: float = 0.0,
+    max_random_move_prob: float = 1.0,
+    num_groups: int = 10,
+    split: str = "train",
+) -> list[dict]:
     """Game rows, a deterministic function of the arguments (a private random.Random, never the global one).
 
     Row i draws its opponent's random_move_prob from bucket i % num_groups of num_groups
@@ -118,8 +133,10 @@ def make_rows(num_examples: int, seed: int, min_random_move_prob: float = 0.0,
     so any num_groups consecutive rows (a training batch) span the whole difficulty range.
     """
     if not 0.0 <= min_random_move_prob <= max_random_move_prob <= 1.0:
-        raise ValueError("need 0 <= min_random_move_prob <= max_random_move_prob <= 1, got "
-                         f"{min_random_move_prob}, {max_random_move_prob}")
+        raise ValueError(
+            "need 0 <= min_random_move_prob <= max_random_move_prob <= 1, got "
+            f"{min_random_move_prob}, {max_random_move_prob}"
+        )
     if num_groups < 1:
         raise ValueError(f"num_groups must be at least 1, got {num_groups}")
     rng = random.Random(f"tictactoe:{split}:{seed}")  # train and eval draw different games
@@ -137,16 +154,24 @@ def make_rows(num_examples: int, seed: int, min_random_move_prob: float = 0.0,
         board = [None] * 9
         if not model_starts:
             board[opponent_move(board, OPPONENT, prob, opponent_rng(game_seed, board))] = OPPONENT
-        rows.append({
-            "question": first_user_message(board, model_starts),
-            "answer": "",
-            "info": {"seed": game_seed, "model_starts": model_starts, "random_move_prob": prob,
-                     "board": board_to_text(board), "bucket": bucket},
-        })
+        rows.append(
+            {
+                "question": first_user_message(board, model_starts),
+                "answer": "",
+                "info": {
+                    "seed": game_seed,
+                    "model_starts": model_starts,
+                    "random_move_prob": prob,
+                    "board": board_to_text(board),
+                    "bucket": bucket,
+                },
+            }
+        )
     return rows
 
 
 # --- Parser ------------------------------------------------------------------------------
+
 
 def tag_contents(text: str, tag: str) -> list[str]:
     """The contents of every <tag>...</tag> in `text`, in order: what re.findall(r"<tag>(.*?)</tag>",
@@ -158,7 +183,7 @@ def tag_contents(text: str, tag: str) -> list[str]:
         end = text.find(closing, start + len(opening))
         if end == -1:
             break
-        contents.append(text[start + len(opening):end])
+        contents.append(text[start + len(opening) : end])
         position = end + len(closing)
     return contents
 
@@ -179,8 +204,7 @@ class LinearXMLParser(vf.XMLParser):
 
 # Well formed: optional <think>...</think>, then one <move>N</move> with a plain integer, nothing else.
 _TAG = r"</?(?:think|move)>"
-WELL_FORMED = re.compile(
-    rf"\s*(?:<think>(?:(?!{_TAG}).)*</think>\s*)?<move>\s*[+-]?[0-9]+\s*</move>\s*", re.DOTALL)
+WELL_FORMED = re.compile(rf"\s*(?:<think>(?:(?!{_TAG}).)*</think>\s*)?<move>\s*[+-]?[0-9]+\s*</move>\s*", re.DOTALL)
 INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
@@ -216,12 +240,12 @@ def message_text(message) -> str:
     """The text of a chat message, whether a dict or a verifiers message object."""
     content = message.get("content") if isinstance(message, dict) else getattr(message, "content", None)
     if isinstance(content, list):  # content parts
-        content = " ".join(p.get("text", "") if isinstance(p, dict) else getattr(p, "text", "") or ""
-                           for p in content)
+        content = " ".join(p.get("text", "") if isinstance(p, dict) else getattr(p, "text", "") or "" for p in content)
     return content if isinstance(content, str) else ""
 
 
 # --- Environment -------------------------------------------------------------------------
+
 
 class TicTacToeEnv(vf.MultiTurnEnv):
     """One game per rollout: the model (X) answers, env_response judges it and O replies."""
@@ -257,8 +281,11 @@ class TicTacToeEnv(vf.MultiTurnEnv):
         cell, problem = self.parser.judge(text, board)
         if problem is not None:
             state["invalid_moves"] += 1
-            return self._continue_or_cap(state, f"Invalid move: {problem}. The board is unchanged:\n\n{render(board)}",
-                                         "Answer with the number of an empty cell, like <move>4</move>.")
+            return self._continue_or_cap(
+                state,
+                f"Invalid move: {problem}. The board is unchanged:\n\n{render(board)}",
+                "Answer with the number of an empty cell, like <move>4</move>.",
+            )
 
         self._play(state, MODEL, cell)
         if is_over(board):
@@ -267,14 +294,16 @@ class TicTacToeEnv(vf.MultiTurnEnv):
         self._play(state, OPPONENT, reply_cell)
         if is_over(board):
             return self._finish(state, f"You played {cell}. O played {reply_cell}.")
-        return self._continue_or_cap(state, f"You played {cell}. O played {reply_cell}.\n\n{render(board)}",
-                                     "Your move.")
+        return self._continue_or_cap(
+            state, f"You played {cell}. O played {reply_cell}.\n\n{render(board)}", "Your move."
+        )
 
     def opponent_cell(self, state: vf.State) -> int:
         """O's reply on state["board"]: seeded, random with probability random_move_prob, else a
         uniformly chosen optimal move. Override it to seat another opponent (play.py seats a human)."""
-        return opponent_move(state["board"], OPPONENT, state["random_move_prob"],
-                             opponent_rng(state["game_seed"], state["board"]))
+        return opponent_move(
+            state["board"], OPPONENT, state["random_move_prob"], opponent_rng(state["game_seed"], state["board"])
+        )
 
     @vf.stop
     async def max_turns_reached(self, state: vf.State) -> bool:
@@ -291,8 +320,11 @@ class TicTacToeEnv(vf.MultiTurnEnv):
     def _continue_or_cap(self, state: vf.State, reply: str, ask: str) -> vf.Messages:
         if self.max_turns > 0 and state["model_turns"] >= self.max_turns:
             state["game_over"] = True
-            final = [vf.UserMessage(content=f"{reply}\n\nTurn limit ({self.max_turns} answers) reached: "
-                                            "the game ends unfinished.")]
+            final = [
+                vf.UserMessage(
+                    content=f"{reply}\n\nTurn limit ({self.max_turns} answers) reached: the game ends unfinished."
+                )
+            ]
             state["final_env_response"] = final
             return final
         return [vf.UserMessage(content=f"{reply}\n\n{ask}")]
@@ -302,14 +334,14 @@ class TicTacToeEnv(vf.MultiTurnEnv):
         state["winner"] = winner(board) or ("draw" if is_full(board) else None)
         state["game_over"] = True
         result = {"X": "You win!", "O": "O wins: you lose.", "draw": "The board is full: a draw."}
-        final = [vf.UserMessage(content=f"{moves_text}\n\n{render(board)}\n\n"
-                                        f"Game over. {result[state['winner']]}")]
+        final = [vf.UserMessage(content=f"{moves_text}\n\n{render(board)}\n\nGame over. {result[state['winner']]}")]
         state["final_env_response"] = final
         return final
 
 
 # --- Rubric ------------------------------------------------------------------------------
 # Every function reads the game keys of `state` only, so scoring needs no text parsing.
+
 
 def outcome(winner: str | None) -> str:
     """A game's result from the model's side, from state["winner"]."""
@@ -364,13 +396,25 @@ def make_rubric(parser: MoveParser) -> vf.Rubric:
 
 # --- Entry point -------------------------------------------------------------------------
 
-def load_environment(num_train_examples: int = 1000, num_eval_examples: int = 100,
-                     min_random_move_prob: float = 0.0, max_random_move_prob: float = 1.0,
-                     num_groups: int = 10, max_turns: int = MAX_TURNS, seed: int = 0, **kwargs) -> TicTacToeEnv:
+
+def load_environment(
+    num_train_examples: int = 1000,
+    num_eval_examples: int = 100,
+    min_random_move_prob: float = 0.0,
+    max_random_move_prob: float = 1.0,
+    num_groups: int = 10,
+    max_turns: int = MAX_TURNS,
+    seed: int = 0,
+    **kwargs,
+) -> TicTacToeEnv:
     """The tic-tac-toe environment. `max_turns` caps the model's answers (each answer costs up to
     max_tokens): a game needs at most 5, so MAX_TURNS leaves one or two retries after invalid answers."""
-    settings = dict(seed=seed, min_random_move_prob=min_random_move_prob,
-                    max_random_move_prob=max_random_move_prob, num_groups=num_groups)
+    settings = dict(
+        seed=seed,
+        min_random_move_prob=min_random_move_prob,
+        max_random_move_prob=max_random_move_prob,
+        num_groups=num_groups,
+    )
     train = make_rows(num_train_examples, split="train", **settings)
     evaluation = make_rows(num_eval_examples, split="eval", **settings)
     parser = MoveParser()
@@ -381,7 +425,11 @@ def load_environment(num_train_examples: int = 1000, num_eval_examples: int = 10
         parser=parser,
         rubric=make_rubric(parser),
         max_turns=max_turns,
-        env_args={"num_train_examples": num_train_examples, "num_eval_examples": num_eval_examples,
-                  "max_turns": max_turns, **settings},
+        env_args={
+            "num_train_examples": num_train_examples,
+            "num_eval_examples": num_eval_examples,
+            "max_turns": max_turns,
+            **settings,
+        },
         **kwargs,
     )

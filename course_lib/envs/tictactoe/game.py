@@ -11,9 +11,14 @@ import random
 from fractions import Fraction
 
 WIN_LINES: tuple[tuple[int, int, int], ...] = (
-    (0, 1, 2), (3, 4, 5), (6, 7, 8),  # rows
-    (0, 3, 6), (1, 4, 7), (2, 5, 8),  # columns
-    (0, 4, 8), (2, 4, 6),             # diagonals
+    (0, 1, 2),
+    (3, 4, 5),
+    (6, 7, 8),  # rows
+    (0, 3, 6),
+    (1, 4, 7),
+    (2, 5, 8),  # columns
+    (0, 4, 8),
+    (2, 4, 6),  # diagonals
 )
 CENTRE = 4
 CORNERS = (0, 2, 6, 8)  # the opposite of corner c is 8 - c
@@ -60,8 +65,9 @@ def render(board) -> str:
 
 # --- Perfect play ---------------------------------------------------------------------------
 
+
 def _play(cells: tuple, move: int, player: str) -> tuple:
-    return cells[:move] + (player,) + cells[move + 1:]
+    return cells[:move] + (player,) + cells[move + 1 :]
 
 
 @functools.lru_cache(maxsize=None)  # about 5,500 positions per starting player: solved once
@@ -98,6 +104,7 @@ def best_moves(board, player: str) -> list[int]:
 
 
 # --- Scripted players -----------------------------------------------------------------------
+
 
 def random_move(board, rng: random.Random) -> int:
     if is_over(board):

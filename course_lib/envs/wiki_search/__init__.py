@@ -47,6 +47,7 @@ MAX_ANSWER_WORDS = 40  # a longer final message scores 0 (section 3 says why)
 # not a bare KeyError in a reward function later. (The same reader is in each course environment,
 # so that each one can be copied alone.)
 
+
 class DataFileError(ValueError):
     """A data file cannot be used; the message names the file (and line) and says what to do."""
 
@@ -66,11 +67,19 @@ def read_jsonl(path: Path, fields: dict, fix: str, check=lambda row: None) -> li
         try:
             row = json.loads(raw.decode("utf-8")) if raw.strip() else None
         except UnicodeDecodeError as error:
-            raise DataFileError(where, f"byte {raw[error.start:error.start + 1]!r} at column {error.start + 1} "
-                                "is not UTF-8 (save the file as UTF-8)", fix) from None
+            raise DataFileError(
+                where,
+                f"byte {raw[error.start : error.start + 1]!r} at column {error.start + 1} "
+                "is not UTF-8 (save the file as UTF-8)",
+                fix,
+            ) from None
         except json.JSONDecodeError as error:
-            raise DataFileError(where, f"not valid JSON at column {error.colno} ({error.msg}); each line "
-                                "must be one complete JSON object (a truncated or hand-edited line?)", fix) from None
+            raise DataFileError(
+                where,
+                f"not valid JSON at column {error.colno} ({error.msg}); each line "
+                "must be one complete JSON object (a truncated or hand-edited line?)",
+                fix,
+            ) from None
         if row is None:
             continue
         if not isinstance(row, dict):
@@ -79,8 +88,11 @@ def read_jsonl(path: Path, fields: dict, fix: str, check=lambda row: None) -> li
             if name not in row:
                 raise DataFileError(where, f"field {name!r} is missing (every row needs {', '.join(fields)})", fix)
             if not isinstance(row[name], kind) or (isinstance(row[name], bool) and kind is int):
-                raise DataFileError(where, f"field {name!r} is {row[name]!r:.60}, a {type(row[name]).__name__}; "
-                                    f"it must be a {kind.__name__}", fix)
+                raise DataFileError(
+                    where,
+                    f"field {name!r} is {row[name]!r:.60}, a {type(row[name]).__name__}; it must be a {kind.__name__}",
+                    fix,
+                )
         problem = check(row)
         if problem:
             raise DataFileError(where, problem, fix)
@@ -109,8 +121,11 @@ def fold(text: str) -> str:
 def tokenize(text: str) -> list[str]:
     """Words for search: folded, no stopwords, a plural 's' dropped ('honeybees' -> 'honeybee')."""
     words = re.findall(r"[a-z0-9]+", fold(text))
-    return [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
-            for w in words if w not in STOPWORDS and len(w) > 1]
+    return [
+        w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
+        for w in words
+        if w not in STOPWORDS and len(w) > 1
+    ]
 
 
 def slug(text: str) -> str:
@@ -118,9 +133,11 @@ def slug(text: str) -> str:
     return "-".join(re.findall(r"[a-z0-9]+", fold(text)))
 
 
-FIX = ("The wiki is pages.jsonl and questions.jsonl in the wiki_search/ folder (in the course repository, "
-       "`git checkout course_lib/envs/wiki_search` restores them and `python data/wiki/check_wiki.py` checks "
-       "an edited copy), or in the folder named by WIKI_DATA_DIR.")
+FIX = (
+    "The wiki is pages.jsonl and questions.jsonl in the wiki_search/ folder (in the course repository, "
+    "`git checkout course_lib/envs/wiki_search` restores them and `python data/wiki/check_wiki.py` checks "
+    "an edited copy), or in the folder named by WIKI_DATA_DIR."
+)
 
 
 def bad_sections(page: dict) -> str | None:
@@ -151,8 +168,10 @@ def load_questions(max_answer_words: int = MAX_ANSWER_WORDS) -> list[dict]:
             return f"question {question['id']}: there is no section {where} in pages.jsonl"
         words = len(normalize(question["answer"]).split())
         if not 0 < words <= max_answer_words:
-            return (f"question {question['id']}: answer {question['answer']!r:.40} can never match (it has {words} "
-                    f"words once normalized; a final message is judged on 1 to {max_answer_words} words)")
+            return (
+                f"question {question['id']}: answer {question['answer']!r:.40} can never match (it has {words} "
+                f"words once normalized; a final message is judged on 1 to {max_answer_words} words)"
+            )
         return None
 
     fields = {"id": int, "question": str, "answer": str, "page_id": str, "section_id": str}
@@ -181,8 +200,11 @@ def bm25_scores(query: str, k1: float = 1.2, b: float = 0.75) -> list[tuple[str,
     scores = []
     for page_id, counts in docs.items():
         length = sum(counts.values())
-        score = sum(repeats * idf[t] * counts[t] * (k1 + 1) / (counts[t] + k1 * (1 - b + b * length / mean_length))
-                    for t, repeats in terms.items() if t in counts)
+        score = sum(
+            repeats * idf[t] * counts[t] * (k1 + 1) / (counts[t] + k1 * (1 - b + b * length / mean_length))
+            for t, repeats in terms.items()
+            if t in counts
+        )
         if score > 0:
             scores.append((page_id, score))
     return sorted(scores, key=lambda item: (-item[1], item[0]))
@@ -202,11 +224,13 @@ def shown(text: str, limit: int = 80) -> str:
 def unknown_page_error(page_id: str) -> str:
     wanted, page_ids = slug(page_id), list(load_pages())
     # A page id more than 2.4 times longer than any cannot reach the 0.6 similarity cutoff: skip difflib.
-    close = (difflib.get_close_matches(wanted, page_ids, n=3, cutoff=0.6)
-             if len(wanted) <= 2.4 * max(map(len, page_ids)) else [])
+    close = (
+        difflib.get_close_matches(wanted, page_ids, n=3, cutoff=0.6)
+        if len(wanted) <= 2.4 * max(map(len, page_ids))
+        else []
+    )
     hint = f" Did you mean {', '.join(repr(p) for p in close)}?" if close else ""
-    return (f"Error: there is no page with page_id {shown(page_id)}.{hint} "
-            "Call search_pages(query) to find page ids.")
+    return f"Error: there is no page with page_id {shown(page_id)}.{hint} Call search_pages(query) to find page ids."
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,12 +249,16 @@ def search_pages(query: str) -> str:
     """
     query = str(query).strip()
     if not tokenize(query):
-        return ('Error: the query is empty (or only has words like "the" and "what"). '
-                'Call search_pages again with a few keywords, e.g. search_pages(query="honeybee").')
+        return (
+            'Error: the query is empty (or only has words like "the" and "what"). '
+            'Call search_pages again with a few keywords, e.g. search_pages(query="honeybee").'
+        )
     hits = bm25_scores(query)[:TOP_K]
     if not hits:
-        return (f"No page matches {shown(query)}. Try other keywords: the main subject of the question, "
-                "e.g. an animal, a planet, an invention or a place.")
+        return (
+            f"No page matches {shown(query)}. Try other keywords: the main subject of the question, "
+            "e.g. an animal, a planet, an invention or a place."
+        )
     pages = load_pages()
     lines = [f"{rank}. {pages[page_id]['title']} (page_id: {page_id})" for rank, (page_id, _) in enumerate(hits, 1)]
     return "\n".join(lines) + "\nNext: call view_sections(page_id) on the most relevant page."
@@ -264,8 +292,10 @@ def read_section(page_id: str, section_id: str) -> str:
     sections = {s["section_id"]: s for s in page["sections"]}
     section = sections.get(slug(section_id))
     if section is None:
-        return (f"Error: page {page['page_id']!r} has no section {shown(section_id)}. "
-                f"Its sections are: {', '.join(sections)}. Call read_section with one of them.")
+        return (
+            f"Error: page {page['page_id']!r} has no section {shown(section_id)}. "
+            f"Its sections are: {', '.join(sections)}. Call read_section with one of them."
+        )
     return f"{page['title']} > {section['title']}\n{section['text']}"
 
 
@@ -330,11 +360,16 @@ with a short final answer (one sentence) and no tool call."""
 def make_dataset(questions: list[dict]):
     from datasets import Dataset  # here, not at the top: the MCP server imports this file and must start fast
 
-    return Dataset.from_list([
-        {"question": q["question"], "answer": q["answer"],
-         "info": {"id": q["id"], "page_id": q["page_id"], "section_id": q["section_id"]}}
-        for q in questions
-    ])
+    return Dataset.from_list(
+        [
+            {
+                "question": q["question"],
+                "answer": q["answer"],
+                "info": {"id": q["id"], "page_id": q["page_id"], "section_id": q["section_id"]},
+            }
+            for q in questions
+        ]
+    )
 
 
 def make_rubric(max_answer_words: int = MAX_ANSWER_WORDS) -> "vf.Rubric":
@@ -351,14 +386,24 @@ def environment_kwargs(num_eval_examples: int = -1, seed: int = 0, max_answer_wo
     eval_dataset = make_dataset(questions).shuffle(seed=seed)  # the file is ordered by page: mix topics
     if num_eval_examples > 0:
         eval_dataset = eval_dataset.select(range(min(num_eval_examples, len(eval_dataset))))
-    return dict(dataset=make_dataset(questions), eval_dataset=eval_dataset, system_prompt=SYSTEM_PROMPT,
-                rubric=make_rubric(max_answer_words), error_formatter=format_tool_error)
+    return dict(
+        dataset=make_dataset(questions),
+        eval_dataset=eval_dataset,
+        system_prompt=SYSTEM_PROMPT,
+        rubric=make_rubric(max_answer_words),
+        error_formatter=format_tool_error,
+    )
 
 
-def load_environment(max_turns: int = 8, num_eval_examples: int = -1, seed: int = 0,
-                     max_answer_words: int = MAX_ANSWER_WORDS, **kwargs) -> "vf.ToolEnv":
+def load_environment(
+    max_turns: int = 8, num_eval_examples: int = -1, seed: int = 0, max_answer_words: int = MAX_ANSWER_WORDS, **kwargs
+) -> "vf.ToolEnv":
     """The wiki-search ToolEnv. A rollout ends when the model replies without a tool call, or
     after `max_turns` model turns. Metrics: correct_answer (the reward), and, added by
     verifiers, num_turns, total_tool_calls and one `<tool>_calls` count per tool."""
-    return vf.ToolEnv(tools=list(TOOLS), max_turns=max_turns,
-                      **environment_kwargs(num_eval_examples, seed, max_answer_words), **kwargs)
+    return vf.ToolEnv(
+        tools=list(TOOLS),
+        max_turns=max_turns,
+        **environment_kwargs(num_eval_examples, seed, max_answer_words),
+        **kwargs,
+    )

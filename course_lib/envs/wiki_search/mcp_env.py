@@ -24,8 +24,13 @@ def mcp_server_config() -> dict:
     """How vf.MCPEnv starts the wiki MCP server (mcp_server.py): a local process speaking MCP over
     stdin/stdout (no network). PYTHONPATH is the folder holding wiki_search/, so the server finds
     it wherever this copy lives, installed or not."""
-    return {"name": "wiki", "command": sys.executable, "args": ["-m", f"{__package__}.mcp_server"],
-            "env": {"PYTHONPATH": str(PACKAGE_PARENT)}, "description": "The course's tiny wiki"}
+    return {
+        "name": "wiki",
+        "command": sys.executable,
+        "args": ["-m", f"{__package__}.mcp_server"],
+        "env": {"PYTHONPATH": str(PACKAGE_PARENT)},
+        "description": "The course's tiny wiki",
+    }
 
 
 @contextmanager
@@ -44,14 +49,23 @@ def server_stderr_with_a_file_descriptor():
         mcp_env.stdio_client = original
 
 
-def load_environment(max_turns: int = 8, num_eval_examples: int = -1, seed: int = 0,
-                         max_answer_words: int = wiki.MAX_ANSWER_WORDS, **kwargs) -> "vf.MCPEnv":
+def load_environment(
+    max_turns: int = 8,
+    num_eval_examples: int = -1,
+    seed: int = 0,
+    max_answer_words: int = wiki.MAX_ANSWER_WORDS,
+    **kwargs,
+) -> "vf.MCPEnv":
     """The wiki environment with its tools behind an MCP server. Building it starts the server
     (verifiers 0.3.1 connects in __init__); stop it with `await env.teardown_mcp_servers()`
     (verifiers otherwise only stops it when Python exits)."""
     with server_stderr_with_a_file_descriptor():
-        env = vf.MCPEnv(mcp_servers=[mcp_server_config()], max_turns=max_turns,
-                        **wiki.environment_kwargs(num_eval_examples, seed, max_answer_words), **kwargs)
+        env = vf.MCPEnv(
+            mcp_servers=[mcp_server_config()],
+            max_turns=max_turns,
+            **wiki.environment_kwargs(num_eval_examples, seed, max_answer_words),
+            **kwargs,
+        )
     # MCPEnv learns its tools after ToolEnv.__init__ built the tool metrics, so it only counts
     # total_tool_calls; add the per-tool counts that vf.ToolEnv has.
     for name in env.tool_map:

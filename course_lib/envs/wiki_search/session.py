@@ -24,7 +24,8 @@ import wiki_search as wiki
 HIDDEN_ARG = "session"
 SYSTEM_PROMPT = wiki.SYSTEM_PROMPT.replace(
     "- read_section(page_id, section_id): read one section.\n",
-    "- read_section(page_id, section_id): read one section.\n- take_note(note): save a fact for later.\n")
+    "- read_section(page_id, section_id): read one section.\n- take_note(note): save a fact for later.\n",
+)
 
 
 def read_section(page_id: str, section_id: str, session: dict) -> str:
@@ -61,8 +62,9 @@ class WikiSessionEnv(vf.StatefulToolEnv):
         state[HIDDEN_ARG] = {"opened": [], "notes": []}
         return await super().setup_state(state)
 
-    def update_tool_args(self, tool_name: str, tool_args: dict, messages: vf.Messages,
-                         state: vf.State, **kwargs) -> dict:
+    def update_tool_args(
+        self, tool_name: str, tool_args: dict, messages: vf.Messages, state: vf.State, **kwargs
+    ) -> dict:
         if HIDDEN_ARG in self.skipped_args.get(tool_name, []):
             tool_args = {**tool_args, HIDDEN_ARG: state[HIDDEN_ARG]}  # the model cannot forge it
         return tool_args
