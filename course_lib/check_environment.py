@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 
 import verifiers as vf
 
-from course_lib.rollout_bridge import run_coroutine
-from course_lib.scripted_client import OfflineClient
+from course_lib.offline import OfflineClient, run_coroutine
 
 SIZES = (0, 1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
 SIZE_WEIGHTS = (4, 4, 8, 8, 4, 2, 1, 0.5)  # about one reply in 60 is a megabyte long

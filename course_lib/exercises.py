@@ -64,7 +64,7 @@ async def check_third_turn(env_class) -> None:
     from datasets import Dataset
 
     import double_check
-    from course_lib.scripted_client import OfflineClient
+    from course_lib.offline import OfflineClient
 
     class Replies(OfflineClient):
         def __init__(self):

@@ -27,7 +27,7 @@ from typing import Callable
 
 import datasets
 
-from course_lib.rollout_bridge import run_coroutine
+from course_lib.offline import run_coroutine
 from course_lib.scripted_client import ScriptedClient, read_board, scripted_answer
 from tictactoe import (
     MODEL,

@@ -16,10 +16,10 @@ out of the loss. Requests from all episodes in flight are batched into one `gene
 
 import asyncio
 import json
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from course_lib.local_model import LocalModelClient, PrefixCache
+from course_lib.offline import run_coroutine
 
 
 def episode_tokens(state) -> dict:
@@ -50,12 +50,6 @@ async def play_episodes(env, rows: list[dict], client: LocalModelClient, model_n
         return await asyncio.gather(*(one(row) for row in rows))
     finally:
         client.conversations.clear()
-
-
-def run_coroutine(coroutine):
-    """Run async code from sync code, also inside Jupyter where an event loop is already running."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
 
 
 def reward_names_and_weights(env) -> list[tuple[str, float]]:

@@ -18,11 +18,11 @@ import hashlib
 import json
 import random
 import re
-import time
 
 import verifiers as vf
 
 import wiki_search as wiki
+from course_lib.offline import OfflineClient
 from tictactoe import message_text
 from tictactoe.game import expert_move, is_over, legal_moves
 
@@ -51,45 +51,6 @@ def scripted_answer(board, policy: str, rng: random.Random, player: str = "X") -
 
 def _role(message) -> str | None:
     return message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
-
-
-class OfflineClient(vf.Client):
-    """A verifiers client with no API behind it: subclasses answer in `respond`.
-
-    verifiers' Client converts prompts, tools and responses to and from an API's native format;
-    here the native format is verifiers' own, so every conversion is the identity. `respond`
-    returns the assistant's text, or a whole `vf.ResponseMessage` (e.g. with tool calls).
-    """
-
-    def __init__(self):
-        super().__init__(None)  # no underlying API client
-
-    def setup_client(self, config):
-        return None
-
-    async def to_native_tool(self, tool):
-        return tool
-
-    async def to_native_prompt(self, messages):
-        return messages, {}
-
-    def respond(self, prompt, **kwargs) -> "str | vf.ResponseMessage":
-        raise NotImplementedError
-
-    async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs):
-        message = self.respond(prompt, **kwargs)
-        if isinstance(message, str):
-            message = vf.ResponseMessage(content=message, finish_reason="stop", is_truncated=False)
-        return vf.Response(id=f"offline-{len(prompt)}", created=int(time.time()), model=model, message=message)
-
-    async def raise_from_native_response(self, response) -> None:
-        return None
-
-    async def from_native_response(self, response) -> vf.Response:
-        return response
-
-    async def close(self) -> None:
-        return None
 
 
 class ScriptedClient(OfflineClient):

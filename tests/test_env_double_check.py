@@ -11,7 +11,7 @@ import pytest
 import verifiers as vf
 
 import double_check
-from course_lib.scripted_client import OfflineClient
+from course_lib.offline import OfflineClient
 
 ENV = double_check.load_environment(num_eval_examples=20)
 ROW = ENV.get_eval_dataset()[0]

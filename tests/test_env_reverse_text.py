@@ -12,7 +12,7 @@ import pytest
 import verifiers as vf
 
 import reverse_text
-from course_lib.scripted_client import OfflineClient
+from course_lib.offline import OfflineClient
 
 ENV = reverse_text.load_environment(num_eval_examples=20)
 

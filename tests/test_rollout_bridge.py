@@ -9,6 +9,7 @@ from datasets import Dataset
 from course_lib import rollout_bridge as bridge
 from course_lib.local_model import LocalModelClient
 from course_lib.models import embedded_checkpoint
+from course_lib.offline import run_coroutine
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,7 @@ def scripted(tokenizer, answers, finish=True):
 
 def play(env, tokenizer, generate_batch, rows, max_tokens=32):
     client = LocalModelClient(tokenizer, generate_batch, {"max_tokens": max_tokens, "temperature": 1.0, "top_p": 1.0})
-    return client, bridge.run_coroutine(bridge.play_episodes(env, rows, client))
+    return client, run_coroutine(bridge.play_episodes(env, rows, client))
 
 
 def test_model_tokens_are_exactly_what_the_environment_saw(env, tokenizer):
