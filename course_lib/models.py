@@ -45,9 +45,14 @@ def find_embedded_gguf() -> Path:
     return path
 
 
+def cached_embedded_checkpoint() -> Path:
+    """Where the converted embedded model lives (it may not be there yet)."""
+    return cache_dir() / "SmolLM2-135M-Instruct"
+
+
 def embedded_checkpoint() -> Path:
     """A transformers checkpoint of the embedded model, converted from the GGUF on first use."""
-    target = cache_dir() / "SmolLM2-135M-Instruct"
+    target = cached_embedded_checkpoint()
     if (target / "model.safetensors").is_file():
         return target
     gguf = find_embedded_gguf()

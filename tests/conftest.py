@@ -5,6 +5,12 @@ import os
 os.environ.setdefault("COURSE_PROFILE", "smoke")
 
 
+def pytest_collection_modifyitems(items):
+    """The embedded model's conversion test first: on a fresh machine it fills the cache that every
+    later test and notebook loads the model from (see test_models.fresh_checkpoint)."""
+    items.sort(key=lambda item: item.path.name != "test_models.py")  # a stable sort keeps the rest in order
+
+
 def pytest_terminal_summary(terminalreporter):
     """Print how long each notebook took under nbmake (CI reads this to keep the run short)."""
     rows = [
