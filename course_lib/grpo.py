@@ -70,6 +70,21 @@ def grpo_config(profile: Profile, output_dir: Path, reward_weights: list[float],
     return GRPOConfig(**settings)
 
 
+def score_answer_tokens_only_on_cpu() -> None:
+    """TRL 1.16's fused LM head scores every position of an episode on a device without Triton (the
+    prompt and the environment's replies too, whose scores it then throws away), to keep tile shapes
+    fixed for compiled backends. On a CPU that only costs time: scoring the model's own tokens alone
+    gives the same log-probabilities and gradients, and a fifth less forward + backward time on an
+    episode (RESULTS.md, "GRPO on CPU: score only the answers")."""
+    import trl.trainer.utils as trl_utils
+
+    scores_all = trl_utils._use_triton
+    if getattr(scores_all, "course_patch", False):
+        return
+    trl_utils._use_triton = lambda device: device.type == "cpu" or scores_all(device)
+    trl_utils._use_triton.course_patch = True
+
+
 def build_grpo_trainer(
     profile: Profile,
     env,
@@ -91,6 +106,8 @@ def build_grpo_trainer(
     capability = cuda_capability()
     # On CPU, the attention that reads grouped key/value heads in place (see local_model)
     attention = register_grouped_query_sdpa() if capability is None else None
+    if capability is None:
+        score_answer_tokens_only_on_cpu()
     return GRPOTrainer(
         model=AutoModelForCausalLM.from_pretrained(
             model_path, dtype=training_dtype(capability, profile.grpo.use_lora), attn_implementation=attention

@@ -169,3 +169,34 @@ def test_a_sweep_plays_its_start_model_once_and_again_only_for_another_model_or_
     longer = profile.with_settings(**{"eval.max_tokens_per_turn": profile.eval.max_tokens_per_turn + 8})
     train_grpo.start_model_result(longer, "HuggingFaceTB/SmolLM2-135M-Instruct", 3, tmp_path / "sweep")
     assert len(played) == 3
+
+
+def test_on_cpu_grpo_scores_only_the_models_tokens_with_the_same_log_probs(tmp_path, monkeypatch):
+    """Catches: TRL's fused LM head scoring the prompt and the environment's replies on CPU too (a
+    fifth of a training step's time), or the switch changing log-probabilities (e.g. a TRL upgrade
+    that moves it: then the spy sees every position again)."""
+    import torch
+    import trl.kernels.chunked_logprob as kernels
+    import trl.trainer.utils as trl_utils
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_copy_of_the_embedded_model(tmp_path))
+    trl_utils.add_fused_lm_head(model, outputs=("log_probs", "entropy"))
+    ids = torch.randint(0, model.config.vocab_size, (2, 40), generator=torch.Generator().manual_seed(0))
+    labels = torch.full_like(ids, -100)
+    labels[:, 10:15], labels[:, 30:36] = ids[:, 10:15], ids[:, 30:36]  # two answers; the rest is prompt and replies
+    scored, kernel = [], trl_utils._ChunkedLogProbFunction
+
+    class Spy:
+        @staticmethod
+        def apply(hidden, *args):
+            scored.append(hidden.shape[0])
+            return kernel.apply(hidden, *args)
+
+    monkeypatch.setattr(trl_utils, "_ChunkedLogProbFunction", Spy)
+    monkeypatch.setattr(trl_utils, "_use_triton", kernels._use_triton)  # TRL's own switch, unpatched
+    every_position = model(input_ids=ids, labels=labels, fused_lm_head=True).log_probs
+    grpo.score_answer_tokens_only_on_cpu()
+    answers_only = model(input_ids=ids, labels=labels, fused_lm_head=True).log_probs
+    assert scored == [2 * 39, 2 * 11]
+    torch.testing.assert_close(answers_only, every_position)
