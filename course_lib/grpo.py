@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from course_lib import rollout_bridge
-from course_lib.hardware import cuda_capability, precision, training_dtype
+from course_lib.hardware import cuda_capability, precision, score_answer_tokens_only_on_cpu, training_dtype
 from course_lib.local_model import register_grouped_query_sdpa
 from course_lib.profiles import Profile
 from course_lib.sft import lora_config
@@ -68,21 +68,6 @@ def grpo_config(profile: Profile, output_dir: Path, reward_weights: list[float],
     )
     settings.update(overrides)
     return GRPOConfig(**settings)
-
-
-def score_answer_tokens_only_on_cpu() -> None:
-    """TRL 1.16's fused LM head scores every position of an episode on a device without Triton (the
-    prompt and the environment's replies too, whose scores it then throws away), to keep tile shapes
-    fixed for compiled backends. On a CPU that only costs time: scoring the model's own tokens alone
-    gives the same log-probabilities and gradients, and a fifth less forward + backward time on an
-    episode (RESULTS.md, "GRPO on CPU: score only the answers")."""
-    import trl.trainer.utils as trl_utils
-
-    scores_all = trl_utils._use_triton
-    if getattr(scores_all, "course_patch", False):
-        return
-    trl_utils._use_triton = lambda device: device.type == "cpu" or scores_all(device)
-    trl_utils._use_triton.course_patch = True
 
 
 def build_grpo_trainer(

@@ -8,6 +8,7 @@
 - `why_no_vllm(capability)`: why vLLM cannot be used here, or None. GPU profiles then serve with
   `transformers serve --device cuda --continuous-batching` and GRPO generates with transformers:
   slower, same results.
+- `score_answer_tokens_only_on_cpu()`: on a CPU, TRL's trainers score only the tokens they train.
 - `release(trainer)`: free a trainer's GPU memory before the next stage loads a model, so that
   one inference engine at a time holds the card.
 """
@@ -53,6 +54,22 @@ def why_no_vllm(capability: tuple[int, int] | None) -> str | None:
     if importlib.util.find_spec("vllm") is None:
         return "vLLM is not installed"
     return None
+
+
+def score_answer_tokens_only_on_cpu() -> None:
+    """TRL 1.16's fused LM head scores every position of an episode on a device without Triton (the
+    prompt and the environment's replies too, whose scores it then throws away), to keep tile shapes
+    fixed for compiled backends. On a CPU that only costs time: scoring the model's own tokens alone
+    gives the same log-probabilities and gradients, and a fifth less forward + backward time on a
+    tic-tac-toe episode (RESULTS.md, "Training on CPU: score only the model's tokens"). SFT and
+    GRPO both call it on CPU."""
+    import trl.trainer.utils as trl_utils
+
+    scores_all = trl_utils._use_triton
+    if getattr(scores_all, "course_patch", False):
+        return
+    trl_utils._use_triton = lambda device: device.type == "cpu" or scores_all(device)
+    trl_utils._use_triton.course_patch = True
 
 
 def release(trainer) -> None:

@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 
 from course_lib.data_files import read_jsonl
-from course_lib.hardware import cuda_capability, precision, release, training_dtype
+from course_lib.hardware import cuda_capability, precision, release, score_answer_tokens_only_on_cpu, training_dtype
 from course_lib.profiles import Profile, get_profile
 from tictactoe import GAME_STATE_COLUMNS, MAX_TURNS, load_environment, outcome
 
@@ -263,6 +263,8 @@ def build_sft_trainer(profile: Profile, dataset, model_path: str, output_dir: Pa
     template = training_chat_template(tokenizer)
     if template is not None:
         tokenizer.chat_template = template
+    if cuda_capability() is None:
+        score_answer_tokens_only_on_cpu()
     return SFTTrainer(
         model=AutoModelForCausalLM.from_pretrained(
             model_path, dtype=training_dtype(cuda_capability(), profile.sft.use_lora)

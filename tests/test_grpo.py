@@ -171,7 +171,7 @@ def test_a_sweep_plays_its_start_model_once_and_again_only_for_another_model_or_
     assert len(played) == 3
 
 
-def test_on_cpu_grpo_scores_only_the_models_tokens_with_the_same_log_probs(tmp_path, monkeypatch):
+def test_on_cpu_trl_trainers_score_only_the_trained_tokens_with_the_same_log_probs(tmp_path, monkeypatch):
     """Catches: TRL's fused LM head scoring the prompt and the environment's replies on CPU too (a
     fifth of a training step's time), or the switch changing log-probabilities (e.g. a TRL upgrade
     that moves it: then the spy sees every position again)."""
@@ -179,6 +179,8 @@ def test_on_cpu_grpo_scores_only_the_models_tokens_with_the_same_log_probs(tmp_p
     import trl.kernels.chunked_logprob as kernels
     import trl.trainer.utils as trl_utils
     from transformers import AutoModelForCausalLM
+
+    from course_lib.hardware import score_answer_tokens_only_on_cpu
 
     model = AutoModelForCausalLM.from_pretrained(tiny_copy_of_the_embedded_model(tmp_path))
     trl_utils.add_fused_lm_head(model, outputs=("log_probs", "entropy"))
@@ -196,7 +198,27 @@ def test_on_cpu_grpo_scores_only_the_models_tokens_with_the_same_log_probs(tmp_p
     monkeypatch.setattr(trl_utils, "_ChunkedLogProbFunction", Spy)
     monkeypatch.setattr(trl_utils, "_use_triton", kernels._use_triton)  # TRL's own switch, unpatched
     every_position = model(input_ids=ids, labels=labels, fused_lm_head=True).log_probs
-    grpo.score_answer_tokens_only_on_cpu()
+    score_answer_tokens_only_on_cpu()
     answers_only = model(input_ids=ids, labels=labels, fused_lm_head=True).log_probs
     assert scored == [2 * 39, 2 * 11]
     torch.testing.assert_close(answers_only, every_position)
+
+
+def test_on_cpu_both_trainers_switch_to_scoring_the_trained_tokens_only(tmp_path, monkeypatch):
+    """Catches: SFT or GRPO built on CPU without the switch (each would score every position)."""
+    import torch
+    import trl.kernels.chunked_logprob as kernels
+    import trl.trainer.utils as trl_utils
+
+    from course_lib import sft
+
+    model = tiny_copy_of_the_embedded_model(tmp_path / "model")
+    profile = get_profile("smoke")
+    for build in (
+        lambda: sft.build_sft_trainer(profile, sft.load_dataset().select(range(2)), model, tmp_path / "sft"),
+        lambda: grpo.build_grpo_trainer(profile, grpo.training_environment(profile), model, tmp_path / "grpo"),
+    ):
+        monkeypatch.setattr(trl_utils, "_use_triton", kernels._use_triton)
+        assert not trl_utils._use_triton(torch.device("cpu"))
+        build()
+        assert trl_utils._use_triton(torch.device("cpu"))
