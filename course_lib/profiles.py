@@ -153,9 +153,10 @@ PROFILES = {
             "eval.games": 2,
             "eval.max_tokens_per_turn": 16,
             "sft.num_games": 16,
-            "sft.epochs": 0.25,  # 2 steps of 2 games
-            "sft.batch_size": 2,
+            "sft.epochs": 0.125,  # 2 steps of 1 game
+            "sft.batch_size": 1,
             "grpo.max_steps": 2,
+            "grpo.prompts_per_step": 1,  # one group of 2 games a step
             "grpo.num_generations": 2,
             "grpo.micro_batch_size": 2,
             "grpo.max_tokens_per_turn": 16,
