@@ -160,7 +160,8 @@ def paired_comparison(
     For each outcome: both players' rates, the games only the first or only the second got it,
     and the exact McNemar p-value. Pairing removes the luck of the draw (who starts, the
     opponent's dice), so it tells a real difference from noise with fewer games than comparing
-    two independent rates. "non-loss" = win or draw.
+    two independent rates. "non-loss" = win or draw. With several opponents, rows for "both"
+    pool their games: twice the games, so a smaller difference can be told from luck.
     """
     columns = ["opponent", "example_id", "result"]
     a = games[games["player"] == first][columns]
@@ -168,8 +169,11 @@ def paired_comparison(
     pairs = a.merge(b, on=["opponent", "example_id"], suffixes=("_first", "_second"))
     if pairs.empty:
         raise ValueError(f"no game played by both {first!r} and {second!r}: evaluate both with the same seed")
+    groups = list(pairs.groupby("opponent", sort=False))
+    if len(groups) > 1:
+        groups.append(("both", pairs))
     rows = []
-    for opponent, g in pairs.groupby("opponent", sort=False):
+    for opponent, g in groups:
         for name in outcomes:
             got = {
                 side: (g[f"result_{side}"] != "loss") & (g[f"result_{side}"] != "unfinished")

@@ -358,3 +358,24 @@ def test_paired_comparison_pairs_the_same_games_and_finds_a_real_difference():
     assert row["before"] == 0.25 and row["after"] == 1.0 and row["p_value"] < 1e-8
     with pytest.raises(ValueError, match="no game played by both"):
         evaluation.paired_comparison(pd.DataFrame(rows), "before", "nobody")
+
+
+def test_paired_comparison_pools_both_opponents_without_mixing_their_games():
+    """Catches: pooled rows that pair games of different opponents sharing a row number, or that
+    drop an opponent's discordant games (the pooled test of notebook 09 counts them all)."""
+    import pandas as pd
+
+    rows = []
+    for opponent, flipped in (("random", 6), ("optimal", 4)):
+        for i in range(10):
+            rows.append({"player": "before", "opponent": opponent, "example_id": i, "result": "loss"})
+            rows.append(
+                {"player": "after", "opponent": opponent, "example_id": i, "result": "draw" if i < flipped else "loss"}
+            )
+    table = evaluation.paired_comparison(pd.DataFrame(rows), "before", "after", outcomes=("non-loss",))
+    assert list(table["opponent"]) == ["random", "optimal", "both"]
+    both = table.iloc[2]
+    assert (both["games"], both["only before"], both["only after"]) == (20, 0, 10)
+    assert both["after"] == 0.5 and both["p_value"] == pytest.approx(evaluation.mcnemar_p_value(0, 10))
+    single = evaluation.paired_comparison(pd.DataFrame(rows[:20]), "before", "after", outcomes=("non-loss",))
+    assert list(single["opponent"]) == ["random"]  # one opponent: nothing to pool
