@@ -23,6 +23,7 @@ EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
 @dataclass(frozen=True)
 class ChatBudget:  # 00: first chat
     max_tokens: int
+    temperature: float
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ _BASE = Profile(
     server_start_timeout_s=180,
     request_timeout_s=600,
     max_concurrent=32,
-    chat=ChatBudget(max_tokens=64),
+    chat=ChatBudget(max_tokens=64, temperature=0.7),
     env=EnvBudget(
         num_examples=20, rollouts_per_example=3, max_tokens=192, temperature=0.7, check_replies=2_000
     ),  # about 20 s per environment on 2 cores
