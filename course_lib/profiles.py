@@ -46,7 +46,8 @@ class SFTBudget:  # 07-08: SFT data and warm-up
     num_games: int
     epochs: float
     learning_rate: float
-    batch_size: int
+    batch_size: int  # conversations per optimizer step
+    micro_batch_size: int  # conversations per forward/backward pass: lower it if out of memory
     use_lora: bool
 
 
@@ -123,7 +124,7 @@ _BASE = Profile(
     # 20 games per opponent: intervals about +-20 points
     # 56 tokens per turn: the expert's answers, which SFT teaches, are at most 54 tokens
     eval=EvalBudget(games=20, max_tokens_per_turn=56),
-    sft=SFTBudget(num_games=300, epochs=2.0, learning_rate=5e-5, batch_size=8, use_lora=False),
+    sft=SFTBudget(num_games=300, epochs=2.0, learning_rate=5e-5, batch_size=8, micro_batch_size=2, use_lora=False),
     # the opponents' skill range is the original course's first run
     grpo=GRPOBudget(
         max_steps=10,
@@ -156,6 +157,7 @@ PROFILES = {
             "sft.num_games": 16,
             "sft.epochs": 0.125,  # 2 steps of 1 game
             "sft.batch_size": 1,
+            "sft.micro_batch_size": 1,
             "grpo.max_steps": 2,
             "grpo.prompts_per_step": 1,  # one group of 2 games a step
             "grpo.num_generations": 2,
@@ -184,6 +186,7 @@ PROFILES = {
             "sft.num_games": 1000,
             "sft.learning_rate": 2e-4,
             "sft.batch_size": 16,
+            "sft.micro_batch_size": 16,
             "sft.use_lora": True,
             "grpo.max_steps": 200,
             "grpo.prompts_per_step": 32,  # 256 rollouts per step
@@ -214,6 +217,7 @@ PROFILES = {
             "sft.num_games": 2000,
             "sft.learning_rate": 2e-4,
             "sft.batch_size": 32,
+            "sft.micro_batch_size": 32,
             "sft.use_lora": True,
             "grpo.max_steps": 500,
             "grpo.prompts_per_step": 48,  # 384 rollouts: splits evenly over 3 training GPUs x 8 x 16

@@ -28,7 +28,6 @@ DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "tictactoe_sft"
 GAMES_FILE = "games.jsonl"
 TEACHER_SEED = 0  # the environment's seed for the teacher's games ("train" split: never an evaluation game)
 MAX_LENGTH = 1024  # tokens per conversation; a whole game is 460-640 tokens with SmolLM2's tokenizer
-CPU_MICRO_BATCH = 2  # conversations per forward pass on CPU (memory); gradients accumulate to sft.batch_size
 
 
 # --- 1. The teacher plays through the environment ------------------------------------------
@@ -221,7 +220,7 @@ def sft_config(profile: Profile, output_dir: Path, **overrides):
 
     capability = cuda_capability()
     dtype = precision(capability)
-    micro_batch = profile.sft.batch_size if capability else min(profile.sft.batch_size, CPU_MICRO_BATCH)
+    micro_batch = min(profile.sft.batch_size, profile.sft.micro_batch_size)  # gradients accumulate to batch_size
     settings = dict(
         output_dir=str(output_dir),
         num_train_epochs=profile.sft.epochs,

@@ -62,3 +62,11 @@ def test_a_setting_changes_its_stage_only():
 def test_an_unknown_setting_names_the_known_ones():
     with pytest.raises(ValueError, match="grpo.max_steps"):
         profiles.PROFILES["cpu"].with_settings(**{"grpo.max_step": 3})
+
+
+def test_sft_micro_batches_add_up_to_the_batch():
+    """Catches: a micro batch that does not divide the SFT batch (the effective batch would silently
+    shrink: 8 conversations in micro batches of 3 accumulate to 6)."""
+    for profile in profiles.PROFILES.values():
+        micro = min(profile.sft.batch_size, profile.sft.micro_batch_size)
+        assert profile.sft.batch_size % micro == 0, profile.name

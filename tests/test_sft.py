@@ -312,6 +312,7 @@ def test_sft_config_fits_the_profile():
     config = sft.sft_config(profile, "/tmp/unused")
     assert config.use_cpu and not config.bf16 and config.assistant_only_loss
     assert config.per_device_train_batch_size * config.gradient_accumulation_steps == profile.sft.batch_size
+    assert config.per_device_train_batch_size == profile.sft.micro_batch_size
     assert config.learning_rate == profile.sft.learning_rate and config.num_train_epochs == profile.sft.epochs
     assert sft.lora_config(profile.sft.use_lora) is None
     assert all(sft.lora_config(PROFILES[name].sft.use_lora) is not None for name in ("gpu", "full"))
