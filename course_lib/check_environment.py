@@ -1,7 +1,7 @@
 """Check a verifiers environment before training on it, in the spirit of gymnasium's `check_env`.
 
     from course_lib.check_environment import check_environment
-    print(check_environment(lambda: load_environment(seed=0), replies=2_000))
+    print(check_environment(lambda: load_environment(seed=0), replies=profile.env.check_replies))
 
 A model in training writes anything: empty replies, a megabyte of newlines, `<move>` opened a
 thousand times and never closed, tool calls to tools that do not exist. `check_environment`
@@ -199,7 +199,7 @@ async def after_the_end(
         report.changed_after_end.append(f"row {state['example_id']}: a reply after the end changed the state")
 
 
-def check_environment(env, replies: int = 2_000, seed: int = 0, group_size: int = 4) -> CheckReport:
+def check_environment(env, replies: int, seed: int = 0, group_size: int = 4) -> CheckReport:
     """Play fuzzed episodes until `replies` replies were sent; `env` is an environment, or a
     function without arguments that returns one (then its rows are checked for determinism too)."""
     started, report = time.perf_counter(), CheckReport()
@@ -238,7 +238,9 @@ if __name__ == "__main__":  # the full check of every course environment: python
     import reverse_text
     import tictactoe
     import wiki_search
+    from course_lib.profiles import PROFILES
     from wiki_search import session as wiki_session
 
+    replies = PROFILES["full"].env.check_replies  # the GPU profiles' check, on any machine
     for module in (reverse_text, double_check, tictactoe, wiki_search, wiki_session):
-        print(f"\n{module.__name__}\n{check_environment(module.load_environment, replies=10_000)}", flush=True)
+        print(f"\n{module.__name__}\n{check_environment(module.load_environment, replies=replies)}", flush=True)
