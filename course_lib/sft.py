@@ -50,10 +50,11 @@ async def play_games(
     num_games: int,
     seed: int = TEACHER_SEED,
     sampling_args: dict | None = None,
-    max_concurrent: int = 32,
+    max_concurrent: int | None = None,
     progress: bool = True,
 ) -> list[dict]:
-    """`num_games` games by the teacher behind `client` (any verifiers client), in row order."""
+    """`num_games` games by the teacher behind `client` (any verifiers client), in row order,
+    `max_concurrent` at once (default: the profile's `max_concurrent`)."""
     env = teacher_environment(num_games, seed)
     results = await env.evaluate(
         client,
@@ -61,7 +62,7 @@ async def play_games(
         sampling_args=sampling_args or {},
         num_examples=-1,
         rollouts_per_example=1,
-        max_concurrent=max_concurrent,
+        max_concurrent=max_concurrent or get_profile().max_concurrent,
         state_columns=GAME_STATE_COLUMNS,
         on_start=None if progress else lambda *args: None,
     )  # no start, no progress bar
