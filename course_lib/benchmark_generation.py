@@ -18,6 +18,8 @@ import argparse
 import asyncio
 import time
 
+from course_lib.profiles import PROFILES
+
 WAYS = ("in-process", "serve", "serve-continuous")
 
 
@@ -32,16 +34,15 @@ def matmul_gflops(size: int = 1024, repeats: int = 20) -> float:
     return 2 * size**3 * repeats / (time.perf_counter() - start) / 1e9
 
 
-def open_way(way: str, model_path: str):
+def open_way(way: str, model_path: str, max_batch_size: int):
     """A started model (with .client, .model, .stop()) for one way of generating."""
     from course_lib.local_model import LocalModel
-    from course_lib.profiles import get_profile
     from course_lib.serving import start_server
 
     if way == "in-process":
-        return LocalModel(model_path, max_batch_size=64)
+        return LocalModel(model_path, max_batch_size=max_batch_size)
     extra = ("--continuous-batching",) if way == "serve-continuous" else ()
-    return start_server(get_profile("cpu"), model_path, extra_args=extra)
+    return start_server(PROFILES["cpu"], model_path, extra_args=extra)
 
 
 async def play(llm, games: int, concurrency: int, max_tokens: int, max_turns: int) -> dict:
@@ -79,7 +80,12 @@ def main(argv=None):
     parser.add_argument("--ways", nargs="+", choices=WAYS, default=list(WAYS))
     parser.add_argument("--concurrency", nargs="+", type=int, default=[1, 8, 32, 64])
     parser.add_argument("--games", type=int, default=0, help="games per point (default: the concurrency, at least 4)")
-    parser.add_argument("--max-tokens", type=int, default=56, help="tokens per answer (the cpu profile's)")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=PROFILES["cpu"].eval.max_tokens_per_turn,
+        help="tokens per answer (default: the cpu profile's eval.max_tokens_per_turn, %(default)s)",
+    )
     parser.add_argument("--max-turns", type=int, default=2, help="answers per game (the course caps games at 6)")
     parser.add_argument("--model", default=None, help="checkpoint folder (default: the embedded model)")
     args = parser.parse_args(argv)
@@ -107,7 +113,7 @@ def main(argv=None):
     )
     rows = []
     for way in args.ways:
-        llm = open_way(way, model_path)
+        llm = open_way(way, model_path, max_batch_size=max(args.concurrency))
         try:
             for concurrency in args.concurrency:
                 games = args.games or max(concurrency, 4)
