@@ -11,6 +11,7 @@ import random
 import numpy as np
 
 from course_lib.evaluation import wilson_interval
+from course_lib.profiles import PROFILES
 
 
 def _ok(text: str) -> None:
@@ -207,4 +208,4 @@ def check_games_needed(games: int) -> None:
         f"with {games} games the interval is {width(games) * 100:.1f} points wide; look for the smallest "
         "even n with hi - lo < 0.20, e.g. with a loop over wilson_interval(n // 2, n)."
     )
-    _ok(f"{needed} games per opponent, about 5 times the cpu profile's 20.")
+    _ok(f"{needed} games per opponent; the cpu profile plays {PROFILES['cpu'].eval.games}.")
