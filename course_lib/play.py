@@ -9,7 +9,7 @@ The only change is who picks O's cell: the environment asks its `opponent_cell(s
 and here that method answers with the cell you clicked (see `_human_seat`).
 
     game = Game(model_starts=True)
-    game.model_move(answer)      # answer(messages) -> str, e.g. lambda m: server.chat(m, max_tokens=96)
+    game.model_move(answer)      # answer(messages) -> str, e.g. lambda m: llm.chat(m, max_tokens=...)
     game.human_move(4)           # your O; refused with IllegalMove if not allowed
     game.messages, game.think, game.result_text()
 
@@ -296,5 +296,6 @@ class PlayWidget:
 
 
 def play_widget(answer: Answer, max_turns: int | None = None) -> PlayWidget:
-    """An interactive board against `answer` (e.g. `lambda m: server.chat(m, max_tokens=96)`)."""
+    """An interactive board against `answer`, e.g.
+    `lambda m: llm.chat(m, max_tokens=profile.eval.max_tokens_per_turn)` (notebook 10)."""
     return PlayWidget(answer, max_turns)
