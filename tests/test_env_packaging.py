@@ -56,10 +56,26 @@ def test_an_environment_copied_alone_loads(name, tmp_path):
     assert result.returncode == 0 and "loaded alone" in result.stdout, result.stderr[-3000:]
 
 
-@pytest.mark.timeout(120)
-def test_the_wheel_holds_every_environment_and_its_data(tmp_path):
-    """Builds the project's wheel (pip wheel --no-deps, about 10-20 s) and looks inside. It builds
-    from a copy of what the wheel is made of, so no build/ or egg-info lands in the repository."""
+# Loads every id from an installed wheel (pip install --target), -I as above: the modules must come
+# from the installed folder and find their data there (importlib.resources, not the repository).
+LOAD_INSTALLED = """
+import sys
+sys.path.insert(0, {site!r})
+import verifiers as vf
+for env_id, args in {loads!r}.items():
+    env = vf.load_environment(env_id, **args)
+    assert len(env.get_eval_dataset()) > 0, env_id
+for name in {names!r}:
+    assert sys.modules[name].__file__.startswith({site!r}), sys.modules[name].__file__
+print("loaded from the wheel")
+"""
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """The project's wheel (pip wheel --no-deps, about 10-20 s). It builds from a copy of what the
+    wheel is made of, so no build/ or egg-info lands in the repository."""
+    tmp_path = tmp_path_factory.mktemp("wheel")
     source = tmp_path / "source"
     shutil.copytree(ROOT / "course_lib", source / "course_lib", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
@@ -82,7 +98,12 @@ def test_the_wheel_holds_every_environment_and_its_data(tmp_path):
         timeout=110,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    (wheel,) = tmp_path.glob("course_lib-*.whl")
+    (built,) = tmp_path.glob("course_lib-*.whl")
+    return built
+
+
+@pytest.mark.timeout(120)
+def test_the_wheel_holds_every_environment_and_its_data(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in LOADS:
         shipped = {
@@ -93,3 +114,19 @@ def test_the_wheel_holds_every_environment_and_its_data(tmp_path):
         assert shipped and shipped <= names, sorted(shipped - names)
         assert any(path.endswith(".jsonl") for path in shipped) or name == "tictactoe"
     assert not [n for n in names if n.startswith("course_lib/envs/") or ".egg-info" in n]
+
+
+@pytest.mark.timeout(240)
+def test_every_environment_loads_from_the_installed_wheel(wheel, tmp_path):
+    """Catches: a data file read through the repository's layout, which works from a clone only,
+    or one the wheel lacks (the environment then fails to load once installed)."""
+    site = tmp_path / "site"
+    install = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target", str(site)]
+    result = subprocess.run([*install, str(wheel)], capture_output=True, text=True, timeout=110)
+    assert result.returncode == 0, result.stderr[-3000:]
+    loads = {env_id: args for ids in LOADS.values() for env_id, args in ids.items()}
+    code = LOAD_INSTALLED.format(site=str(site), loads=loads, names=sorted(LOADS))
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0 and "loaded from the wheel" in result.stdout, result.stderr[-3000:]
