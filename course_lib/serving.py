@@ -7,7 +7,7 @@ answer many requests at once: vLLM's server on a GPU, and on a CPU the model loa
 with a client that batches concurrent requests (`course_lib.local_model`), several times faster than
 `transformers serve`, which answers one request at a time. Both give `.client` (a verifiers
 client), `.model` (the name to put in requests), `.chat()` and `.stop()`. A server is always stopped: on `stop()`,
-at the end of a `with serve():` block (exceptions and KeyboardInterrupt included), when the
+at the end of a `with start_server():` block (exceptions and KeyboardInterrupt included), when the
 Python process exits, and when the kernel process dies (a small supervisor process watches
 it). `external_endpoint()` points the same interface at an API.
 """
@@ -21,7 +21,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -287,21 +286,6 @@ def _wait_until_ready(server: Server, timeout_s: float) -> None:
         f"server_start_timeout_s on a slow machine). Last lines of {server.log_path}:\n"
         f"{server.log_tail()}"
     )
-
-
-@contextmanager
-def serve(
-    profile: Profile | None = None,
-    model_path: str | None = None,
-    port: int | None = None,
-    extra_args: tuple[str, ...] = (),
-):
-    """`with serve() as server:` starts a server and stops it when the block ends, however it ends."""
-    server = start_server(profile, model_path, port, extra_args)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def start_model(profile: Profile | None = None, model_path: str | None = None) -> "LocalModel | Server":

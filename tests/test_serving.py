@@ -38,7 +38,7 @@ def _wait_gone(pid: int, timeout_s: float = 20) -> bool:
 
 
 def test_chat_completion_then_clean_stop():
-    with serving.serve() as server:
+    with serving.start_server() as server:
         pid = server.process.pid
         response = server.openai.chat.completions.create(
             model=server.model,
@@ -56,7 +56,7 @@ def test_chat_completion_then_clean_stop():
 
 def test_stopped_on_exception_inside_the_block():
     with pytest.raises(KeyboardInterrupt):
-        with serving.serve() as server:
+        with serving.start_server() as server:
             pid = server.process.pid
             raise KeyboardInterrupt
     assert _wait_gone(pid, 1)
