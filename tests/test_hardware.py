@@ -134,7 +134,7 @@ def trainer_order_violations(path) -> list[str]:
     alive, violations = False, []
     for cell in json.loads(path.read_text())["cells"]:
         for line in "".join(cell["source"]).splitlines() if cell["cell_type"] == "code" else []:
-            starts_engine = any(call in line for call in ("start_server(", "serve(", "_trainer("))
+            starts_engine = any(call in line for call in ("start_server(", "start_model(", "_trainer("))
             if starts_engine and alive:
                 violations.append(f"{cell['id']}: {line.strip()}")
             if "release(trainer)" in line:
