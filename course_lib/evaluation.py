@@ -237,8 +237,11 @@ async def evaluate_player(
     max_turns: int = MAX_TURNS,
     out_dir: Path | None = None,
 ) -> EvalResult:
-    """Play `games` games against each opponent through the environment's `evaluate`."""
+    """Play `games` games against each opponent through the environment's `evaluate`, with at most
+    `max_concurrent` games in flight in all (shared by the opponents, so that a local model's batch
+    and prefix cache, both `max_concurrent` wide, hold every game in flight)."""
     check_games_and_opponents(games, opponents)
+    per_opponent = max(1, max_concurrent // len(opponents))
 
     async def play(opponent):
         env = eval_environment(opponent, games, seed=seed, max_turns=max_turns)
@@ -248,7 +251,7 @@ async def evaluate_player(
             sampling_args=sampling_args,
             num_examples=-1,
             rollouts_per_example=1,
-            max_concurrent=max_concurrent,
+            max_concurrent=per_opponent,
             state_columns=GAME_STATE_COLUMNS,
         )
         return opponent, results["outputs"]

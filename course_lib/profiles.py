@@ -116,7 +116,7 @@ _BASE = Profile(
     server="transformers",
     server_start_timeout_s=180,
     request_timeout_s=600,
-    max_concurrent=32,
+    max_concurrent=64,  # on 2 cores 1.3x the tokens/s of 32 (RESULTS.md); memory: see README
     chat=ChatBudget(max_tokens=64, temperature=0.7),
     env=EnvBudget(
         num_examples=20, rollouts_per_example=3, max_tokens=192, temperature=0.7, check_replies=2_000

@@ -216,6 +216,29 @@ def test_the_same_seed_replays_the_same_games():
     assert a.drop(columns=["completion_tokens"]).equals(b.drop(columns=["completion_tokens"]))
 
 
+class CountingClient(ScriptedClient):
+    """The expert, answering after a short wait, that records the most requests ever in flight."""
+
+    def __init__(self):
+        super().__init__("expert")
+        self.in_flight = self.most_in_flight = 0
+
+    async def get_native_response(self, *args, **kwargs):
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        await asyncio.sleep(0.01)
+        self.in_flight -= 1
+        return await super().get_native_response(*args, **kwargs)
+
+
+def test_max_concurrent_caps_the_games_in_flight_over_all_opponents():
+    """Catches: each opponent getting max_concurrent games in flight, twice what a local model's
+    batch and prefix cache hold (the cache then drops games and reads them again from the start)."""
+    client = CountingClient()
+    run(evaluate_player(client, "expert", "expert", 12, max_concurrent=8))
+    assert client.most_in_flight == 8
+
+
 def test_every_game_through_the_harness_ends(expert_result):
     for record in load_transcripts(expert_result.transcripts[0]):
         cells = [None] * 9
