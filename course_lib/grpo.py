@@ -8,6 +8,8 @@ notebook (`cpu`, `gpu`) and the multi-GPU script (`full`, see `course_lib/train_
 import os
 from pathlib import Path
 
+from transformers import TrainerCallback
+
 from course_lib import rollout_bridge
 from course_lib.hardware import cuda_capability, precision, score_answer_tokens_only_on_cpu, training_dtype
 from course_lib.local_model import register_grouped_query_sdpa
@@ -160,3 +162,69 @@ def training_environment(profile: Profile, seed: int = 0):
         max_turns=MAX_TURNS,
         seed=seed,
     )
+
+
+# --- Training curves -----------------------------------------------------------------------
+# What TRL logs each step under these names: the rubric's functions are logged as rewards/<name>/mean.
+CURVES = {
+    "reward": "total reward (mean, and spread within groups)",
+    "outcomes": "games won / drawn / lost",
+    "rewards/invalid_moves/mean": "invalid answers per game",
+    "frac_reward_zero_std": "groups with no reward spread",
+    "completions/mean_length": "model tokens per game",
+}
+
+
+def training_curves(history: list[dict], title: str):
+    """One panel per curve of CURVES, from a trainer's log_history (the steps that logged a reward)."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    logs = pd.DataFrame([row for row in history if "reward" in row])
+    fig, axes = plt.subplots(1, len(CURVES), figsize=(3.2 * len(CURVES), 2.9))
+    for ax, (column, name) in zip(axes, CURVES.items()):
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("step")
+        if logs.empty:
+            continue
+        if column == "reward":
+            ax.plot(logs["step"], logs["reward"], marker="o", ms=3)
+            ax.fill_between(
+                logs["step"], logs["reward"] - logs["reward_std"], logs["reward"] + logs["reward_std"], alpha=0.2
+            )
+        elif column == "outcomes":
+            for result, color in (("won", "#2e7d32"), ("drew", "#9e9e9e"), ("lost", "#c62828")):
+                ax.plot(logs["step"], logs[f"rewards/{result}/mean"], marker="o", ms=3, color=color, label=result)
+            ax.set_ylim(-0.05, 1.05)
+            ax.legend(fontsize=7)
+        else:
+            ax.plot(logs["step"], logs[column], marker="o", ms=3)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+class LiveCurves(TrainerCallback):
+    """Redraws `training_curves` in the notebook after every training step, so a learner watches the
+    run as it goes (the progress bar alone says only how long it has left)."""
+
+    def __init__(self, title: str):
+        self.title, self.history, self.handle = title, [], None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        # A resumed run starts with the log of its first part: draw the whole run, in the new cell.
+        self.history, self.handle = [row for row in state.log_history if "reward" in row], None
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        import matplotlib.pyplot as plt
+        from IPython.display import display
+
+        if not logs or "reward" not in logs:
+            return
+        self.history.append({"step": state.global_step, **logs})
+        fig = training_curves(self.history, self.title)
+        if self.handle is None:
+            self.handle = display(fig, display_id=True)
+        else:
+            self.handle.update(fig)
+        plt.close(fig)

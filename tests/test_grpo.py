@@ -222,3 +222,57 @@ def test_on_cpu_both_trainers_switch_to_scoring_the_trained_tokens_only(tmp_path
         assert not trl_utils._use_triton(torch.device("cpu"))
         build()
         assert trl_utils._use_triton(torch.device("cpu"))
+
+
+def fake_log(step: int) -> dict:
+    """One logged GRPO step with every column the curves read."""
+    won = step / 10
+    return {
+        "step": step,
+        "reward": 0.4 + 0.05 * step,
+        "reward_std": 0.3,
+        "rewards/won/mean": won,
+        "rewards/drew/mean": 0.2,
+        "rewards/lost/mean": 0.8 - won,
+        "rewards/invalid_moves/mean": 0.1,
+        "frac_reward_zero_std": 0.0,
+        "completions/mean_length": 140.0,
+    }
+
+
+def test_training_curves_draw_every_panel_from_the_log_and_skip_rows_without_rewards():
+    """Catches: a curve reading a column TRL does not log (an empty panel), or the final summary row
+    (no reward) plotted as a step."""
+    history = [fake_log(step) for step in (1, 2, 3)] + [{"step": 3, "train_runtime": 10.0}]
+    fig = grpo.training_curves(history, "test")
+    drawn = [ax for ax in fig.axes if ax.lines]
+    assert len(drawn) == len(grpo.CURVES)
+    assert all(len(line.get_xdata()) == 3 for ax in drawn for line in ax.lines)
+
+
+def test_live_curves_redraw_one_display_and_a_resumed_run_starts_with_its_first_part(monkeypatch):
+    """Catches: one new figure per step (a wall of plots), or a resumed run's curves that forget the
+    steps before the interruption."""
+    from types import SimpleNamespace
+
+    import IPython.display
+
+    shown = []
+
+    class Handle:
+        def update(self, fig):
+            shown.append(("update", len(fig.axes[0].lines[0].get_xdata())))
+
+    def display(fig, display_id=False):
+        shown.append(("display", len(fig.axes[0].lines[0].get_xdata())))
+        return Handle()
+
+    monkeypatch.setattr(IPython.display, "display", display)
+    live = grpo.LiveCurves("test")
+    state = SimpleNamespace(log_history=[fake_log(1), fake_log(2)], global_step=2)
+    live.on_train_begin(None, state, None)  # resumed after step 2
+    for step in (3, 4):
+        state.global_step = step
+        live.on_log(None, state, None, logs={k: v for k, v in fake_log(step).items() if k != "step"})
+    live.on_log(None, state, None, logs={"train_runtime": 1.0})  # the summary row: no redraw
+    assert shown == [("display", 3), ("update", 4)]
