@@ -121,9 +121,9 @@ _BASE = Profile(
     env=EnvBudget(
         num_examples=20, rollouts_per_example=3, max_tokens=192, temperature=0.7, check_replies=2_000
     ),  # about 20 s per environment on 2 cores
-    # 20 games per opponent: intervals about +-20 points
+    # 100 games per opponent: intervals about +-10 points, 8 minutes per trained model on 2 cores
     # 56 tokens per turn: the expert's answers, which SFT teaches, are at most 54 tokens
-    eval=EvalBudget(games=20, max_tokens_per_turn=56),
+    eval=EvalBudget(games=100, max_tokens_per_turn=56),
     sft=SFTBudget(num_games=300, epochs=2.0, learning_rate=5e-5, batch_size=8, micro_batch_size=2, use_lora=False),
     # the opponents' skill range is the original course's first run
     grpo=GRPOBudget(
