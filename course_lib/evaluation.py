@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 import verifiers as vf
 
+from course_lib.profiles import get_profile
 from tictactoe import GAME_STATE_COLUMNS, MAX_TURNS, TicTacToeEnv, load_environment, outcome
 
 OPPONENTS = {"random": 1.0, "optimal": 0.0}  # opponent name -> random_move_prob
@@ -231,16 +232,17 @@ async def evaluate_player(
     games: int,
     *,
     sampling_args: dict | None = None,
-    max_concurrent: int = 4,
+    max_concurrent: int | None = None,
     opponents=tuple(OPPONENTS),
     seed: int = EVAL_SEED,
     max_turns: int = MAX_TURNS,
     out_dir: Path | None = None,
 ) -> EvalResult:
     """Play `games` games against each opponent through the environment's `evaluate`, with at most
-    `max_concurrent` games in flight in all (shared by the opponents, so that a local model's batch
-    and prefix cache, both `max_concurrent` wide, hold every game in flight)."""
+    `max_concurrent` games in flight in all (default: the profile's), shared by the opponents, so
+    that a local model's batch and prefix cache, both `max_concurrent` wide, hold every game in flight."""
     check_games_and_opponents(games, opponents)
+    max_concurrent = max_concurrent or get_profile().max_concurrent
     per_opponent = max(1, max_concurrent // len(opponents))
 
     async def play(opponent):

@@ -42,6 +42,12 @@ class EvalBudget:  # 05-06, 08-10: tic-tac-toe evaluation, the same seeded games
 
 
 @dataclass(frozen=True)
+class ApiBudget:  # 06-07: a hosted model (API key set), as a player or as the SFT teacher
+    max_tokens_per_turn: int  # reasoning models spend tokens on hidden reasoning
+    max_concurrent: int  # requests in flight: stay under the provider's rate limits
+
+
+@dataclass(frozen=True)
 class SFTBudget:  # 07-08: SFT data and warm-up
     num_games: int
     epochs: float
@@ -79,6 +85,7 @@ class Profile:
     chat: ChatBudget
     env: EnvBudget
     eval: EvalBudget
+    api: ApiBudget
     sft: SFTBudget
     grpo: GRPOBudget
 
@@ -124,6 +131,7 @@ _BASE = Profile(
     # 100 games per opponent: intervals about +-10 points, 8 minutes per trained model on 2 cores
     # 56 tokens per turn: the expert's answers, which SFT teaches, are at most 54 tokens
     eval=EvalBudget(games=100, max_tokens_per_turn=56),
+    api=ApiBudget(max_tokens_per_turn=4096, max_concurrent=8),
     sft=SFTBudget(num_games=300, epochs=2.0, learning_rate=5e-5, batch_size=8, micro_batch_size=2, use_lora=False),
     # the opponents' skill range is the original course's first run
     grpo=GRPOBudget(
