@@ -117,6 +117,61 @@ def evaluate_before_after(profile, start: str, final: str, games: int, out: Path
     return row
 
 
+def sweep_table(path: Path):
+    """The rows of a sweep.csv, one line per run: minutes of training, non-losses over both opponents
+    (the pre-registered metric) before and after with 95% Wilson intervals, and its McNemar p-value;
+    losses against the random opponent and invalid answers beside it."""
+    import pandas as pd
+
+    from course_lib.evaluation import wilson_interval
+
+    def rate(share, games):
+        low, high = wilson_interval(round(share * games), games)
+        return f"{share:.0%} [{low:.0%}, {high:.0%}]"
+
+    rows = []
+    for _, r in pd.read_csv(path).iterrows():
+        games = int(r["games per opponent"])
+        rows.append(
+            {
+                "run": r["run"],
+                "settings": r["settings"].replace("grpo.", ""),
+                "training minutes": r["training minutes"],
+                "non-losses, start": rate(r["non-loss vs both: start"], 2 * games),
+                "non-losses, after": rate(r["non-loss vs both: after"], 2 * games),
+                "p": r["non-loss vs both: p"],
+                "losses vs random": f"{r['loss vs random: start']:.0%} -> {r['loss vs random: after']:.0%}",
+                "invalid answers vs random": f"{r['invalid per answer vs random: start']:.1%} -> "
+                f"{r['invalid per answer vs random: after GRPO']:.1%}",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def sweep_curves(histories: dict):
+    """Total reward, games lost and invalid answers per step, one line per run of a sweep
+    (run name -> its log_history)."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    panels = {
+        "reward": "total reward",
+        "rewards/lost/mean": "games lost",
+        "rewards/invalid_moves/mean": "invalid answers per game",
+    }
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 3.2))
+    for name, history in histories.items():
+        logs = pd.DataFrame([row for row in history if "reward" in row])
+        for ax, column in zip(axes, panels):
+            ax.plot(logs["step"], logs[column], marker="o", ms=3, label=name)
+    for ax, title in zip(axes, panels.values()):
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("step")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", help="smoke, cpu, gpu or full (default: from the hardware)")

@@ -276,3 +276,24 @@ def test_live_curves_redraw_one_display_and_a_resumed_run_starts_with_its_first_
         live.on_log(None, state, None, logs={k: v for k, v in fake_log(step).items() if k != "step"})
     live.on_log(None, state, None, logs={"train_runtime": 1.0})  # the summary row: no redraw
     assert shown == [("display", 3), ("update", 4)]
+
+
+def test_the_sweep_table_reads_the_rows_train_grpo_writes(tmp_path):
+    """Catches: the table reading a column name that train_grpo no longer writes, or intervals
+    computed over one opponent's games when the metric pools both."""
+    import pandas as pd
+
+    from course_lib.train_grpo import sweep_table
+
+    row = {"run": "a", "settings": "grpo.learning_rate=2e-5", "training minutes": 30.0, "games per opponent": 100}
+    for outcome in ("win", "loss", "non-loss"):
+        for opponent in ("random", "optimal", "both"):
+            row |= {f"{outcome} vs {opponent}: start": 0.5, f"{outcome} vs {opponent}: after": 0.6}
+            row[f"{outcome} vs {opponent}: p"] = 0.04
+    for opponent in ("random", "optimal"):
+        row |= {f"invalid per answer vs {opponent}: start": 0.08, f"invalid per answer vs {opponent}: after GRPO": 0.04}
+    pd.DataFrame([row]).to_csv(tmp_path / "sweep.csv", index=False)
+    table = sweep_table(tmp_path / "sweep.csv")
+    assert table.loc[0, "settings"] == "learning_rate=2e-5"
+    assert table.loc[0, "non-losses, after"] == "60% [53%, 67%]"  # 120 of 200 games
+    assert table.loc[0, "invalid answers vs random"] == "8.0% -> 4.0%"
