@@ -153,6 +153,16 @@ def mcnemar_p_value(only_first: int, only_second: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def paired_outcome(pairs: pd.DataFrame, side: str, name: str) -> pd.Series:
+    """Whether each game of one side of `paired_comparison`'s pairs had the outcome `name`."""
+    result = pairs[f"result_{side}"]
+    if name == "non-loss":
+        return (result != "loss") & (result != "unfinished")
+    if name == "invalid answer":
+        return pairs[f"invalid_moves_{side}"] > 0
+    return result == name
+
+
 def paired_comparison(
     games: pd.DataFrame, first: str, second: str, outcomes: tuple[str, ...] = ("win", "loss", "non-loss")
 ) -> pd.DataFrame:
@@ -161,10 +171,11 @@ def paired_comparison(
     For each outcome: both players' rates, the games only the first or only the second got it,
     and the exact McNemar p-value. Pairing removes the luck of the draw (who starts, the
     opponent's dice), so it tells a real difference from noise with fewer games than comparing
-    two independent rates. "non-loss" = win or draw. With several opponents, rows for "both"
-    pool their games: twice the games, so a smaller difference can be told from luck.
+    two independent rates. "non-loss" = win or draw; "invalid answer" = a game with at least one
+    invalid answer. With several opponents, rows for "both" pool their games: twice the games, so a
+    smaller difference can be told from luck.
     """
-    columns = ["opponent", "example_id", "result"]
+    columns = [c for c in ("opponent", "example_id", "result", "invalid_moves") if c in games]
     a = games[games["player"] == first][columns]
     b = games[games["player"] == second][columns]
     pairs = a.merge(b, on=["opponent", "example_id"], suffixes=("_first", "_second"))
@@ -176,12 +187,7 @@ def paired_comparison(
     rows = []
     for opponent, g in groups:
         for name in outcomes:
-            got = {
-                side: (g[f"result_{side}"] != "loss") & (g[f"result_{side}"] != "unfinished")
-                if name == "non-loss"
-                else g[f"result_{side}"] == name
-                for side in ("first", "second")
-            }
+            got = {side: paired_outcome(g, side, name) for side in ("first", "second")}
             only_first = int((got["first"] & ~got["second"]).sum())
             only_second = int((got["second"] & ~got["first"]).sum())
             rows.append(

@@ -148,9 +148,9 @@ def latest_checkpoint(output_dir: Path) -> str | None:
 
 def training_environment(profile: Profile, seed: int = 0):
     """The tic-tac-toe environment as GRPO sees it: opponent skill stratified over the profile's
-    range (0.2-0.7 in every profile: the original course's first run), one skill bucket per prompt
-    of a step, and at most 6 answers per game (5 moves finish any game; more only burns tokens on
-    invalid answers)."""
+    range (cpu: 0-0.5, chosen by the course's sweep; gpu and full: 0.2-0.7, the original course's
+    first run), one skill bucket per prompt of a step, and at most 6 answers per game (5 moves
+    finish any game; more only burns tokens on invalid answers)."""
     from tictactoe import MAX_TURNS, load_environment
 
     return load_environment(

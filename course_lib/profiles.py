@@ -133,19 +133,20 @@ _BASE = Profile(
     eval=EvalBudget(games=100, max_tokens_per_turn=56),
     api=ApiBudget(max_tokens_per_turn=4096, max_concurrent=8),
     sft=SFTBudget(num_games=300, epochs=2.0, learning_rate=5e-5, batch_size=8, micro_batch_size=2, use_lora=False),
-    # the opponents' skill range is the original course's first run
+    # The sweep run train_grpo.CPU_RECIPE_RUN (data/grpo_sweep_cpu/): 8 steps of 4 prompts x 8 games,
+    # LoRA, opponents 0-50% random; micro-batches of 2 games: as fast as 4, half the memory
     grpo=GRPOBudget(
-        max_steps=10,
-        prompts_per_step=2,
+        max_steps=8,
+        prompts_per_step=4,
         num_generations=8,
-        micro_batch_size=4,
+        micro_batch_size=2,
         max_tokens_per_turn=56,
         max_episode_tokens=352,
-        learning_rate=5e-6,
+        learning_rate=2e-4,
         temperature=1.0,
-        min_random_move_prob=0.2,
-        max_random_move_prob=0.7,
-        use_lora=False,
+        min_random_move_prob=0.0,
+        max_random_move_prob=0.5,
+        use_lora=True,
         vllm_mode="",
     ),
 )
@@ -197,6 +198,8 @@ PROFILES = {
             "sft.micro_batch_size": 16,
             "sft.use_lora": True,
             "grpo.max_steps": 200,
+            "grpo.min_random_move_prob": 0.2,  # the original course's first run
+            "grpo.max_random_move_prob": 0.7,
             "grpo.prompts_per_step": 32,  # 256 rollouts per step
             "grpo.micro_batch_size": 8,
             "grpo.max_tokens_per_turn": 256,
@@ -228,6 +231,8 @@ PROFILES = {
             "sft.micro_batch_size": 32,
             "sft.use_lora": True,
             "grpo.max_steps": 500,
+            "grpo.min_random_move_prob": 0.2,  # the original course's first run
+            "grpo.max_random_move_prob": 0.7,
             "grpo.prompts_per_step": 48,  # 384 rollouts: splits evenly over 3 training GPUs x 8 x 16
             "grpo.micro_batch_size": 8,
             "grpo.max_tokens_per_turn": 512,

@@ -28,12 +28,16 @@ sweep folder (`start_model/`); later runs reuse them:
 import argparse
 import asyncio
 import json
-import time
 from pathlib import Path
 
 from course_lib.grpo import build_grpo_trainer, latest_checkpoint, training_environment
 from course_lib.profiles import get_profile, output_dir
 from course_lib.sft import final_checkpoint, save_final
+
+# The course's own sweep on the cpu profile (2 CPU cores), committed so that notebooks 09 and 10 can
+# show it without hours of training: sweep.csv, each run's log_history.json and games (README there).
+RECORDED_SWEEP = Path(__file__).resolve().parent.parent / "data" / "grpo_sweep_cpu"
+CPU_RECIPE_RUN = "lora8-lr2e-4-opp0.0-0.5"  # the run whose settings the cpu profile uses (tests check it)
 
 
 def default_model(profile) -> str:
@@ -60,7 +64,7 @@ def with_settings(profile, settings: list[str]):
     return profile.with_settings(**changes)
 
 
-def evaluate(profile, model_path: str, player: str, games: int, out_dir: Path):
+def evaluate(profile, model_path: str, player: str, games: int, out_dir: Path, seed: int | None = None):
     from course_lib.evaluation import evaluate_player, turn_sampling_args
     from course_lib.serving import start_model
 
@@ -74,6 +78,7 @@ def evaluate(profile, model_path: str, player: str, games: int, out_dir: Path):
                 sampling_args=turn_sampling_args(profile),
                 max_concurrent=profile.max_concurrent,
                 out_dir=out_dir,
+                **({} if seed is None else {"seed": seed}),
             )
         )
 
@@ -120,7 +125,7 @@ def evaluate_before_after(profile, start: str, final: str, games: int, out: Path
 def sweep_table(path: Path):
     """The rows of a sweep.csv, one line per run: minutes of training, non-losses over both opponents
     (the pre-registered metric) before and after with 95% Wilson intervals, and its McNemar p-value;
-    losses against the random opponent and invalid answers beside it."""
+    losses against the random opponent, non-losses against the optimal one and invalid answers beside it."""
     import pandas as pd
 
     from course_lib.evaluation import wilson_interval
@@ -128,6 +133,9 @@ def sweep_table(path: Path):
     def rate(share, games):
         low, high = wilson_interval(round(share * games), games)
         return f"{share:.0%} [{low:.0%}, {high:.0%}]"
+
+    def change(r, key):
+        return f"{r[f'{key}: start']:.0%} -> {r[f'{key}: after']:.0%} (p {r[f'{key}: p']:.2f})"
 
     rows = []
     for _, r in pd.read_csv(path).iterrows():
@@ -139,13 +147,39 @@ def sweep_table(path: Path):
                 "training minutes": r["training minutes"],
                 "non-losses, start": rate(r["non-loss vs both: start"], 2 * games),
                 "non-losses, after": rate(r["non-loss vs both: after"], 2 * games),
-                "p": r["non-loss vs both: p"],
-                "losses vs random": f"{r['loss vs random: start']:.0%} -> {r['loss vs random: after']:.0%}",
-                "invalid answers vs random": f"{r['invalid per answer vs random: start']:.1%} -> "
-                f"{r['invalid per answer vs random: after GRPO']:.1%}",
+                "p": round(r["non-loss vs both: p"], 3),
+                "losses vs random": change(r, "loss vs random"),
+                "non-losses vs optimal": change(r, "non-loss vs optimal"),
+                "invalid answers vs random / optimal": " -> ".join(
+                    f"{r[f'invalid per answer vs random: {player}']:.1%} / "
+                    f"{r[f'invalid per answer vs optimal: {player}']:.1%}"
+                    for player in ("start", "after GRPO")
+                ),
             }
         )
     return pd.DataFrame(rows)
+
+
+def sweep_summary(sweep_dir: Path):
+    """Outcome rates per opponent of the start model and of every run's trained model (named after
+    its run), all on the same games: the table `evaluation.plot_wdl` draws."""
+    import pandas as pd
+
+    from course_lib.evaluation import summarize
+
+    games = [pd.read_csv(Path(sweep_dir) / "start_model" / "games.csv")]
+    for run in pd.read_csv(Path(sweep_dir) / "sweep.csv")["run"]:
+        played = pd.read_csv(Path(sweep_dir) / run / "eval_games.csv")
+        games.append(played[played["player"] == "after GRPO"].assign(player=run))
+    return summarize(pd.concat(games, ignore_index=True))
+
+
+def sweep_histories(sweep_dir: Path) -> dict:
+    """Run name -> its log_history, for every run of a sweep.csv."""
+    import pandas as pd
+
+    runs = pd.read_csv(Path(sweep_dir) / "sweep.csv")["run"]
+    return {run: json.loads((Path(sweep_dir) / run / "log_history.json").read_text()) for run in runs}
 
 
 def sweep_curves(histories: dict):
@@ -196,9 +230,9 @@ def main(argv: list[str] | None = None) -> None:
     out = args.output_dir or output_dir(profile) / "grpo"
     start = args.model or default_model(profile)
     trainer = build_grpo_trainer(profile, training_environment(profile), start, out)
-    began = time.monotonic()
     trainer.train(resume_from_checkpoint=latest_checkpoint(out))
-    minutes = (time.monotonic() - began) / 60
+    # every step's time, from the log: a resumed run's log holds the steps before its interruption too
+    minutes = sum(row.get("step_time", 0) for row in trainer.state.log_history) / 60
     if not trainer.accelerator.is_main_process:
         return
     final = save_final(trainer, out / "final", start)

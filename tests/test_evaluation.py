@@ -402,3 +402,16 @@ def test_paired_comparison_pools_both_opponents_without_mixing_their_games():
     assert both["after"] == 0.5 and both["p_value"] == pytest.approx(evaluation.mcnemar_p_value(0, 10))
     single = evaluation.paired_comparison(pd.DataFrame(rows[:20]), "before", "after", outcomes=("non-loss",))
     assert list(single["opponent"]) == ["random"]  # one opponent: nothing to pool
+
+
+def test_paired_comparison_counts_games_with_an_invalid_answer_not_invalid_answers():
+    """Catches: the "invalid answer" outcome counting answers (a game with three would weigh three
+    times) or reading the result column instead of the invalid answers."""
+    import pandas as pd
+
+    rows = []
+    for i in range(10):
+        rows.append({"player": "before", "opponent": "random", "example_id": i, "result": "win", "invalid_moves": 3})
+        rows.append({"player": "after", "opponent": "random", "example_id": i, "result": "win", "invalid_moves": i % 2})
+    row = evaluation.paired_comparison(pd.DataFrame(rows), "before", "after", outcomes=("invalid answer",)).iloc[0]
+    assert (row["before"], row["after"], row["only before"], row["only after"]) == (1.0, 0.5, 5, 0)

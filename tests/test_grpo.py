@@ -296,4 +296,39 @@ def test_the_sweep_table_reads_the_rows_train_grpo_writes(tmp_path):
     table = sweep_table(tmp_path / "sweep.csv")
     assert table.loc[0, "settings"] == "learning_rate=2e-5"
     assert table.loc[0, "non-losses, after"] == "60% [53%, 67%]"  # 120 of 200 games
-    assert table.loc[0, "invalid answers vs random"] == "8.0% -> 4.0%"
+    assert table.loc[0, "invalid answers vs random / optimal"] == "8.0% / 8.0% -> 4.0% / 4.0%"
+    assert table.loc[0, "losses vs random"] == "50% -> 60% (p 0.04)"
+
+
+def test_the_recorded_sweep_has_a_row_a_log_and_games_for_every_run():
+    """Catches: a run committed to sweep.csv without its training log or games (notebooks 09 and 10
+    read both), or a log that stops before the run's last step."""
+    import pandas as pd
+
+    from course_lib.train_grpo import RECORDED_SWEEP, sweep_histories, sweep_table
+
+    table = sweep_table(RECORDED_SWEEP / "sweep.csv")
+    assert len(table) >= 4
+    for run, history in sweep_histories(RECORDED_SWEEP).items():
+        steps = [row["step"] for row in history if "reward" in row]
+        settings = dict(s.split("=") for s in table.set_index("run").loc[run, "settings"].split())
+        assert steps == list(range(1, int(settings["max_steps"]) + 1)), run
+        games = pd.read_csv(RECORDED_SWEEP / run / "eval_games.csv")
+        assert set(games["player"]) == {"start", "after GRPO"}
+        assert len(games) == 2 * 2 * 100  # two models, two opponents, 100 games each
+
+
+def test_the_cpu_profile_trains_with_the_settings_of_its_recorded_run():
+    """Catches: the cpu profile's GRPO settings drifting from the recorded run that notebooks 09 and
+    10 show as its result (and the README quotes)."""
+    import pandas as pd
+
+    from course_lib.profiles import get_profile
+    from course_lib.train_grpo import CPU_RECIPE_RUN, RECORDED_SWEEP, with_settings
+
+    runs = pd.read_csv(RECORDED_SWEEP / "sweep.csv").set_index("run")
+    cpu = get_profile("cpu")
+    assert with_settings(cpu, runs.loc[CPU_RECIPE_RUN, "settings"].split()) == cpu
+    # what the sweep's runs did not set: the cpu profile's values when they ran (data/grpo_sweep_cpu/README.md)
+    unset = (cpu.grpo.temperature, cpu.grpo.max_tokens_per_turn, cpu.grpo.max_episode_tokens, cpu.eval.games)
+    assert unset == (1.0, 56, 352, 100)

@@ -1,0 +1,57 @@
+"""A sweep's best run, tested again on games it was not chosen on.
+
+Picking the best of several runs on the same evaluation games favours a run that was lucky on
+those games. This script plays the start model and one trained model on *other* games (another
+evaluation seed) and prints the paired test per opponent and outcome, with one decided beforehand:
+
+    python dev/confirm_on_fresh_games.py --start outputs/cpu/sft/final \
+        --trained outputs/cpu/grpo_sweep/RUN/final --seed 1 --games 100 --out outputs/cpu/grpo_sweep/confirm
+
+The decided test (RESULTS.md, written before the run): games with at least one invalid answer,
+both opponents pooled, exact McNemar; confirmed if the trained model has fewer and p < 0.01.
+"""
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+from course_lib.evaluation import EvalResult, paired_comparison
+from course_lib.profiles import get_profile
+from course_lib.train_grpo import evaluate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--start", required=True, help="the start model's checkpoint")
+    parser.add_argument("--trained", required=True, help="the trained model's checkpoint")
+    parser.add_argument("--seed", type=int, required=True, help="an evaluation seed the sweep did not use (it used 0)")
+    parser.add_argument("--games", type=int, default=100, help="games per opponent")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--profile", default="cpu")
+    args = parser.parse_args()
+
+    profile = get_profile(args.profile)
+    played = EvalResult.concat(
+        [
+            evaluate(profile, args.start, "start", args.games, args.out / "start", seed=args.seed),
+            evaluate(profile, args.trained, "after GRPO", args.games, args.out / "after", seed=args.seed),
+        ]
+    )
+    played.games.to_csv(args.out / "games.csv", index=False)
+    played.summary.to_csv(args.out / "summary.csv", index=False)
+    outcomes = ("win", "loss", "non-loss", "invalid answer")
+    table = paired_comparison(played.games, "start", "after GRPO", outcomes)
+    table.to_csv(args.out / "paired.csv", index=False)
+    with pd.option_context("display.width", 200):
+        print(table.round(4).to_string(index=False))
+    decided = table[(table["opponent"] == "both") & (table["outcome"] == "invalid answer")].iloc[0]
+    confirmed = decided["after GRPO"] < decided["start"] and decided["p_value"] < 0.01
+    print(
+        f"\nDecided test: games with an invalid answer, both opponents, {decided['start']:.1%} -> "
+        f"{decided['after GRPO']:.1%}, p = {decided['p_value']:.4f}: {'confirmed' if confirmed else 'not confirmed'}"
+    )
+
+
+if __name__ == "__main__":
+    main()
