@@ -37,7 +37,7 @@ from course_lib.sft import final_checkpoint, save_final
 # The course's own sweep on the cpu profile (2 CPU cores), committed so that notebooks 09 and 10 can
 # show it without hours of training: sweep.csv, each run's log_history.json and games (README there).
 RECORDED_SWEEP = Path(__file__).resolve().parent.parent / "data" / "grpo_sweep_cpu"
-CPU_RECIPE_RUN = "lora8-lr2e-4-opp0.0-0.5"  # the run whose settings the cpu profile uses (tests check it)
+CPU_RECIPE_RUN = "lora8-lr2e-4-opp0.0-0.5-64games"  # the run whose settings the cpu profile uses (tests check it)
 
 
 def default_model(profile) -> str:

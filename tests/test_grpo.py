@@ -105,13 +105,18 @@ def test_two_grpo_steps_on_groups_whose_rewards_differ_change_the_weights(smoke_
         env, env.get_dataset(), tokenizer, expert_or_nonsense, profile.grpo.max_tokens_per_turn, stats
     )
     monkeypatch.setattr(trainer, "rollout_func", rollout_func)
-    before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+    # the weights training changes: all of them, or the LoRA adapters (the smoke profile's, like cpu's)
+    before = {name: p.detach().clone() for name, p in trainer.model.named_parameters() if p.requires_grad}
     trainer.train()
     logs = [row for row in trainer.state.log_history if "loss" in row]
     assert len(logs) == 2
     assert all(row["frac_reward_zero_std"] == 0.0 for row in logs)
     assert all(row["rewards/any_invalid_move/mean"] == 0.5 for row in logs)  # the nonsense half
-    changed = [name for name, p in trainer.model.named_parameters() if not (p.detach() == before[name]).all()]
+    changed = [
+        name
+        for name, p in trainer.model.named_parameters()
+        if name in before and not (p.detach() == before[name]).all()
+    ]
     assert len(changed) > 0.9 * len(before)
     json.dumps(trainer.state.log_history)  # the notebook saves it
 
