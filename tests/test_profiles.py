@@ -53,10 +53,11 @@ def test_output_dir_is_per_profile_and_overridable(monkeypatch, tmp_path):
 
 def test_a_setting_changes_its_stage_only():
     cpu = profiles.PROFILES["cpu"]
-    changed = cpu.with_settings(**{"grpo.max_steps": 3, "max_concurrent": 8})
-    assert (changed.grpo.max_steps, changed.max_concurrent) == (3, 8)
+    steps = cpu.grpo.max_steps
+    changed = cpu.with_settings(**{"grpo.max_steps": steps + 3, "max_concurrent": 8})
+    assert (changed.grpo.max_steps, changed.max_concurrent) == (steps + 3, 8)
     assert changed.grpo.learning_rate == cpu.grpo.learning_rate and changed.eval == cpu.eval
-    assert cpu.grpo.max_steps == 10  # profiles are frozen: the original is unchanged
+    assert cpu.grpo.max_steps == steps  # profiles are frozen: the original is unchanged
 
 
 def test_an_unknown_setting_names_the_known_ones():
