@@ -56,4 +56,8 @@ def run(prefixes: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    options = [arg for arg in sys.argv[1:] if arg.startswith("-")]  # not notebook prefixes
+    if options:
+        print(__doc__)
+        sys.exit(0 if set(options) <= {"-h", "--help"} else 2)
     sys.exit(run(sys.argv[1:]))

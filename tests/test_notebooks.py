@@ -47,3 +47,17 @@ def test_second_cell_is_the_same_colab_bootstrap_everywhere(path):
     one that does not say which profile it runs in."""
     cell = json.loads(path.read_text())["cells"][1]
     assert cell["cell_type"] == "code" and "".join(cell["source"]).strip() == COLAB_BOOTSTRAP
+
+
+def test_run_notebooks_help_prints_usage_instead_of_running_nothing():
+    """Catches: `--help` taken as a notebook prefix, which ran no notebook and reported success."""
+    import subprocess
+    import sys
+
+    shown = subprocess.run([sys.executable, "-m", "course_lib.run_notebooks", "--help"], capture_output=True, text=True)
+    assert shown.returncode == 0 and "COURSE_PROFILE=cpu python -m course_lib.run_notebooks" in shown.stdout
+    assert "running" not in shown.stdout
+    wrong = subprocess.run(
+        [sys.executable, "-m", "course_lib.run_notebooks", "--profile"], capture_output=True, text=True
+    )
+    assert wrong.returncode == 2
