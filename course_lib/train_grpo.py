@@ -65,7 +65,7 @@ def with_settings(profile, settings: list[str]):
 
 
 def evaluate(profile, model_path: str, player: str, games: int, out_dir: Path, seed: int | None = None):
-    from course_lib.evaluation import evaluate_player, turn_sampling_args
+    from course_lib.evaluation import EVAL_SEED, evaluate_player, turn_sampling_args
     from course_lib.serving import start_model
 
     with start_model(profile, model_path=model_path) as llm:
@@ -78,7 +78,7 @@ def evaluate(profile, model_path: str, player: str, games: int, out_dir: Path, s
                 sampling_args=turn_sampling_args(profile),
                 max_concurrent=profile.max_concurrent,
                 out_dir=out_dir,
-                **({} if seed is None else {"seed": seed}),
+                seed=EVAL_SEED if seed is None else seed,  # another seed: other games (dev/confirm_on_fresh_games.py)
             )
         )
 
