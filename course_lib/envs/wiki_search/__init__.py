@@ -380,9 +380,13 @@ def make_rubric(max_answer_words: int = MAX_ANSWER_WORDS) -> "vf.Rubric":
     return vf.Rubric(funcs=[correct_answer_reward], weights=[1.0])
 
 
-def environment_kwargs(num_eval_examples: int = -1, seed: int = 0, max_answer_words: int = MAX_ANSWER_WORDS) -> dict:
-    """What every wiki environment shares: data, system prompt, rubric."""
-    questions = load_questions(max_answer_words)  # loads and checks pages.jsonl too: a bad wiki fails here
+def environment_kwargs(
+    num_eval_examples: int = -1, seed: int = 0, max_answer_words: int = MAX_ANSWER_WORDS, questions: list | None = None
+) -> dict:
+    """What every wiki environment shares: data, system prompt, rubric. `questions`: a subset of
+    load_questions() to use (notebook 04 trains on some pages and evaluates on the others)."""
+    checked = load_questions(max_answer_words)  # loads and checks pages.jsonl too: a bad wiki fails here
+    questions = checked if questions is None else questions
     eval_dataset = make_dataset(questions).shuffle(seed=seed)  # the file is ordered by page: mix topics
     if num_eval_examples > 0:
         eval_dataset = eval_dataset.select(range(min(num_eval_examples, len(eval_dataset))))
@@ -396,7 +400,12 @@ def environment_kwargs(num_eval_examples: int = -1, seed: int = 0, max_answer_wo
 
 
 def load_environment(
-    max_turns: int = 8, num_eval_examples: int = -1, seed: int = 0, max_answer_words: int = MAX_ANSWER_WORDS, **kwargs
+    max_turns: int = 8,
+    num_eval_examples: int = -1,
+    seed: int = 0,
+    max_answer_words: int = MAX_ANSWER_WORDS,
+    questions: list | None = None,
+    **kwargs,
 ) -> "vf.ToolEnv":
     """The wiki-search ToolEnv. A rollout ends when the model replies without a tool call, or
     after `max_turns` model turns. Metrics: correct_answer (the reward), and, added by
@@ -404,6 +413,6 @@ def load_environment(
     return vf.ToolEnv(
         tools=list(TOOLS),
         max_turns=max_turns,
-        **environment_kwargs(num_eval_examples, seed, max_answer_words),
+        **environment_kwargs(num_eval_examples, seed, max_answer_words, questions),
         **kwargs,
     )
