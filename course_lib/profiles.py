@@ -33,6 +33,10 @@ class EnvBudget:  # 02-05: the small environments and the environment checks
     max_tokens: int  # per model turn
     temperature: float
     check_replies: int  # fuzzed replies per environment check (course_lib/check_environment.py)
+    tool_max_tokens: int  # 04: per model turn; the expert's longest (five sections read at once) is 213 tokens
+    tool_sft_questions: int  # 04: at most this many training questions for the tool SFT (the wiki has 52)
+    tool_sft_epochs: float
+    tool_sft_learning_rate: float
 
 
 @dataclass(frozen=True)
@@ -126,8 +130,16 @@ _BASE = Profile(
     max_concurrent=64,  # on 2 cores 1.3x the tokens/s of 32 (RESULTS.md); memory: see README
     chat=ChatBudget(max_tokens=64, temperature=0.7),
     env=EnvBudget(
-        num_examples=20, rollouts_per_example=3, max_tokens=192, temperature=0.7, check_replies=2_000
-    ),  # about 20 s per environment on 2 cores
+        num_examples=20,
+        rollouts_per_example=3,
+        max_tokens=192,
+        temperature=0.7,
+        check_replies=2_000,  # about 20 s per environment on 2 cores
+        tool_max_tokens=256,  # a cut-off tool call is an HTTP 500 from transformers serve (notebook 04)
+        tool_sft_questions=100,  # all
+        tool_sft_epochs=2.0,
+        tool_sft_learning_rate=1e-4,
+    ),
     # 100 games per opponent: intervals about +-10 points, 8 minutes per trained model on 2 cores
     # 56 tokens per turn: the expert's answers, which SFT teaches, are at most 54 tokens
     eval=EvalBudget(games=100, max_tokens_per_turn=56),
@@ -161,6 +173,9 @@ PROFILES = {
             "env.rollouts_per_example": 2,
             "env.max_tokens": 48,
             "env.check_replies": 200,
+            "env.tool_max_tokens": 48,
+            "env.tool_sft_questions": 2,
+            "env.tool_sft_epochs": 1.0,
             "eval.games": 2,
             "eval.max_tokens_per_turn": 16,
             "sft.num_games": 16,
@@ -189,11 +204,13 @@ PROFILES = {
             "env.num_examples": 100,
             "env.rollouts_per_example": 4,
             "env.max_tokens": 512,
+            "env.tool_max_tokens": 512,
             "env.check_replies": 10_000,
             "eval.games": 200,
             "eval.max_tokens_per_turn": 256,
             "sft.num_games": 1000,
             "sft.learning_rate": 2e-4,
+            "env.tool_sft_learning_rate": 2e-4,  # LoRA, as sft.use_lora
             "sft.batch_size": 16,
             "sft.micro_batch_size": 16,
             "sft.use_lora": True,
@@ -222,11 +239,13 @@ PROFILES = {
             "env.num_examples": 200,
             "env.rollouts_per_example": 8,
             "env.max_tokens": 1024,
+            "env.tool_max_tokens": 1024,
             "env.check_replies": 10_000,
             "eval.games": 500,
             "eval.max_tokens_per_turn": 512,
             "sft.num_games": 2000,
             "sft.learning_rate": 2e-4,
+            "env.tool_sft_learning_rate": 2e-4,  # LoRA, as sft.use_lora
             "sft.batch_size": 32,
             "sft.micro_batch_size": 32,
             "sft.use_lora": True,
