@@ -215,3 +215,23 @@ def test_transformers_serve_returns_the_models_tool_calls_streaming_and_not():
         ("search_pages", {"query": "mount everest"})
     ]
     assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["tool_calls"]
+
+
+def test_the_held_out_questions_share_no_page_with_the_training_ones():
+    """Catches: a split by question, under which a held-out answer could be one the model read in a
+    training conversation about the same page."""
+    train, held_out = sft.wiki_split()
+    assert {q["page_id"] for q in train}.isdisjoint({q["page_id"] for q in held_out})
+    assert len(train) + len(held_out) == len(wiki.load_questions()) and len(held_out) >= 20
+    assert (train, held_out) == sft.wiki_split()  # the same split every time
+
+
+def test_only_rewarded_rollouts_without_errors_become_training_conversations():
+    tool = {"name": "search_pages", "description": "Search.", "parameters": {}, "strict": True}
+    prompt = [{"role": "user", "content": "Q?"}]
+    right = {"prompt": prompt, "completion": [{"role": "assistant", "content": "A."}], "tool_defs": [tool]}
+    outputs = [right | {"reward": 1.0, "error": None}, right | {"reward": 0.0, "error": None}]
+    outputs.append(right | {"reward": 1.0, "error": {"error": "ModelError"}})
+    [row] = sft.tool_trace_rows(outputs)
+    assert row["messages"] == prompt + [{"role": "assistant", "content": "A."}]
+    assert json.loads(row["tools"]) == [{"type": "function", "function": tool}]
