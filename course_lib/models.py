@@ -135,7 +135,6 @@ def embedded_checkpoint() -> Path:
     # The GGUF metadata names <|im_start|> as end of sequence; the chat template ends
     # every turn with <|im_end|>, which is what generation must stop on.
     tokenizer.eos_token = tokenizer.pad_token = "<|im_end|>"
-    tokenizer.chat_template, tokenizer.response_template = CHAT_TEMPLATE, RESPONSE_TEMPLATE
     model.generation_config.eos_token_id = model.generation_config.pad_token_id = tokenizer.eos_token_id
     for key, value in SAMPLING_DEFAULTS.items():
         setattr(model.generation_config, key, value)
@@ -146,11 +145,13 @@ def embedded_checkpoint() -> Path:
     tokenizer.save_pretrained(partial)
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)
+    _give_tool_templates(target)
     return target
 
 
 def _give_tool_templates(checkpoint: Path) -> None:
-    """Bring a checkpoint converted by an earlier version of the course up to the tool templates."""
+    """Give the checkpoint the course's templates: once after converting, and to a checkpoint converted
+    by an earlier version of the course."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(checkpoint)
