@@ -5,10 +5,11 @@
 
 Trains the profile's model on the scripted expert's traces of the training questions (unless
 --trained names a checkpoint), then serves the base model and the trained one in turn with
-`transformers serve` (as notebook 04 does) and plays the held-out questions through the
-wiki-search ToolEnv (the profile's num_examples x rollouts_per_example, at most tool_max_tokens
-per turn). Writes summary.csv (reward with its 95% interval, tool calls, share of rollouts that
-read a section, errors, minutes) and rollouts.jsonl (every conversation) under --out.
+`transformers serve --continuous-batching` (as notebook 04 does on a CPU) and plays the held-out
+questions through the wiki-search ToolEnv (the profile's num_examples x rollouts_per_example, at
+most tool_max_tokens per turn). Writes summary.csv (reward with its 95% interval, tool calls,
+share of rollouts that read a section, errors, minutes) and rollouts.jsonl (every conversation)
+under --out.
 """
 
 import argparse
@@ -58,7 +59,7 @@ def play(profile, model_path: str, max_concurrent: int) -> tuple[list[dict], flo
         "temperature": profile.env.temperature,
         "extra_body": {"max_tokens": profile.env.tool_max_tokens},
     }
-    with start_server(profile, model_path) as server:
+    with start_server(profile, model_path, extra_args=("--continuous-batching",)) as server:
         start = time.monotonic()
         results = asyncio.run(
             env.evaluate(
@@ -95,7 +96,7 @@ def main() -> None:
     parser.add_argument("--profile", default="cpu")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--trained", help="a tool-SFT checkpoint to evaluate instead of training one")
-    parser.add_argument("--max-concurrent", type=int, default=8, help="rollouts in flight (notebook 04: 8)")
+    parser.add_argument("--max-concurrent", type=int, default=16, help="rollouts in flight (notebook 04: 16)")
     args = parser.parse_args()
 
     profile = get_profile(args.profile)
