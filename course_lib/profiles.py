@@ -27,6 +27,13 @@ class ChatBudget:  # 00: first chat
 
 
 @dataclass(frozen=True)
+class ScratchBudget:  # 01: GRPO from scratch on a tiny policy (no language model; the same on any hardware)
+    steps: int  # the main run: wins and non-losses reach their targets
+    experiment_steps: int  # each experiment and failure-lab run
+    eval_games: int  # greedy games per opponent
+
+
+@dataclass(frozen=True)
 class EnvBudget:  # 02-05: the small environments and the environment checks
     num_examples: int
     rollouts_per_example: int
@@ -87,6 +94,7 @@ class Profile:
     request_timeout_s: int
     max_concurrent: int  # requests in flight; on a CPU, the largest batch the local model answers at once
     chat: ChatBudget
+    scratch: ScratchBudget
     env: EnvBudget
     eval: EvalBudget
     api: ApiBudget
@@ -129,6 +137,7 @@ _BASE = Profile(
     request_timeout_s=600,
     max_concurrent=64,  # on 2 cores 1.3x the tokens/s of 32 (RESULTS.md); memory: see README
     chat=ChatBudget(max_tokens=64, temperature=0.7),
+    scratch=ScratchBudget(steps=1500, experiment_steps=400, eval_games=1000),
     env=EnvBudget(
         num_examples=20,
         rollouts_per_example=3,
@@ -169,6 +178,9 @@ PROFILES = {
             "name": "smoke",
             "description": "CI: proves every cell runs, with tiny budgets (numbers mean nothing)",
             "chat.max_tokens": 24,
+            "scratch.steps": 20,
+            "scratch.experiment_steps": 6,
+            "scratch.eval_games": 20,
             "env.num_examples": 2,
             "env.rollouts_per_example": 2,
             "env.max_tokens": 48,
