@@ -1,12 +1,30 @@
-"""Checks for the notebooks' exercises, one per notebook 01-10.
+"""Checks for the notebooks' exercises.
 
 Each check takes the learner's answer, raises AssertionError with a hint when it is wrong, and
 prints one line when it is right. tests/test_exercises.py runs every check on the solution
 stored in its notebook and on a wrong answer.
+
+The workshop exercises (notebook 02 first; see CONTRIBUTING.md) go further: the learner writes a
+part of an environment in a cell whose stub raises NotImplementedError("TODO ..."), and the check
+below it (`parse_reversed = exercises.check_parse_reversed(parse_reversed)`) returns what the rest
+of the notebook uses:
+- the learner's part when it passes ("Correct: ...");
+- the notebook's own solution while the stub still raises TODO ("not done yet: continuing with
+  the solution"), so that "Run All", CI and `make course` run the notebook without any input;
+- nothing when the part is wrong: it stops with one sentence (ExerciseError) naming the part, an
+  example input, what came back and what was expected; never a traceback.
+The solution is a collapsed markdown block (<details>, tagged "solution") AFTER the check, so
+"Run All" never runs it over the learner's code. tests/test_workshop.py runs every check on its
+stub, its solution and a wrong version.
 """
 
+import json
+import linecache
 import math
 import random
+import re
+import time
+from pathlib import Path
 
 import numpy as np
 
@@ -35,29 +53,6 @@ def check_format_reward(reward) -> None:
             "the tags with anything else inside: 0.2 (the format alone); no tags: 0.0."
         )
     _ok("the format now earns 0.2 on its own, so a group of wrong answers can still differ.")
-
-
-def check_exact_match(exact_match_reward) -> None:
-    """02: 1.0 when the <reversed_text> block equals the answer (surrounding whitespace ignored), else 0.0."""
-    import verifiers as vf
-
-    parser = vf.XMLParser(["reversed_text"], answer_field="reversed_text")
-    answer = ".tac eht"
-    cases = [
-        ("<reversed_text>\n.tac eht\n</reversed_text>", 1.0, "an exact reversal"),
-        ("<reversed_text>.tac eht</reversed_text>", 1.0, "an exact reversal without newlines"),
-        ("<reversed_text>\n.tac eh\n</reversed_text>", 0.0, "one character missing"),
-        ("<reversed_text>\n.TAC EHT\n</reversed_text>", 0.0, "a different case"),
-        (".tac eht", 0.0, "no <reversed_text> block"),
-    ]
-    for text, expected, what in cases:
-        completion = [{"role": "assistant", "content": text}]
-        got = exact_match_reward(parser=parser, completion=completion, answer=answer)
-        assert got == expected, (
-            f"{what}: got {got}, expected {expected}. Use parser.parse_answer(completion) (None without "
-            "the block), strip the whitespace, and compare with the answer exactly."
-        )
-    _ok("exact matches score 1.0; everything else, even one character off, scores 0.0.")
 
 
 async def check_third_turn(env_class) -> None:
@@ -209,3 +204,330 @@ def check_games_needed(games: int) -> None:
         "even n with hi - lo < 0.20, e.g. with a loop over wilson_interval(n // 2, n)."
     )
     _ok(f"{needed} games per opponent; the cpu profile plays {PROFILES['cpu'].eval.games}.")
+
+
+# ---------------------------------------------------------------- workshop exercises (notebook 02)
+# The learner writes a part; `exercise` runs its check and returns what the notebook goes on with.
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+STATUS: dict[str, str] = {}  # part -> "yours" or "the solution": what the notebook went on with
+
+
+class ExerciseError(AssertionError):
+    """A part that does not do what it should. Jupyter shows the one sentence, not a traceback."""
+
+    def _render_traceback_(self):
+        return [f"✗ {self}"]
+
+
+def solution_source(notebook: str, name: str) -> str:
+    """The code of the notebook's solution block (a markdown cell tagged "solution") defining `name`."""
+    for cell in json.loads((NOTEBOOKS / notebook).read_text())["cells"]:
+        if "solution" in cell["metadata"].get("tags", []) and cell["cell_type"] == "markdown":
+            for code in re.findall(r"```python\n(.*?)```", "".join(cell["source"]), re.DOTALL):
+                if re.search(rf"^(def|class) {name}\b", code, re.MULTILINE):
+                    return code
+    raise LookupError(f"{notebook} has no solution block that defines {name}")
+
+
+def run_source(code: str, namespace: dict, filename: str) -> None:
+    """exec `code` in `namespace`, keeping its text where inspect.getsource looks (as Jupyter does)."""
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    exec(compile(code, filename, "exec"), namespace)
+
+
+def is_todo(error: BaseException) -> bool:
+    return isinstance(error, NotImplementedError) and "TODO" in str(error)
+
+
+def check(part):
+    """Check the learner's `part` (a function named as in WORKSHOP); return what the notebook goes on
+    with: the part when it is right, the notebook's solution while its stub raises TODO. When it is
+    wrong, raise ExerciseError: one sentence naming the part, an example input and what was expected."""
+    name = part.__name__
+    notebook, check_part = WORKSHOP[name]
+    try:
+        message = check_part(part)
+    except NotImplementedError as error:
+        if not is_todo(error):
+            raise
+        run_source(solution_source(notebook, name), part.__globals__, f"<solution of {name}>")
+        part = part.__globals__[name]
+        check_part(part)
+        STATUS[name] = "the solution"
+        print(f"{name}: not done yet, so the notebook continues with the solution (expand it below).")
+        return part
+    from_solution = part.__code__.co_filename.startswith("<solution of")  # the check cell run a second time
+    STATUS[name] = "the solution" if from_solution else "yours"
+    print(f"Correct: {message}" + (" (the solution's, not yours yet)" if from_solution else ""))
+    return part
+
+
+def report() -> None:
+    """Which parts are the learner's and which the solution's."""
+    for name, used in STATUS.items():
+        print(f"{name:<20} {'yours' if used == 'yours' else 'not done yet: the solution was used'}")
+
+
+def _short(value, width: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 5] + "...'"
+
+
+def _call(func, *args, **kwargs):
+    """func(*args, **kwargs); an exception (other than TODO) becomes one sentence with the input."""
+    try:
+        return func(*args, **kwargs)
+    except NotImplementedError as error:
+        if is_todo(error):
+            raise
+        problem = error
+    except ExerciseError:
+        raise
+    except Exception as error:
+        problem = error
+    shown = ", ".join([_short(a) for a in args] + [f"{k}={_short(v)}" for k, v in kwargs.items()])
+    raise ExerciseError(f"{func.__name__}({shown}) raised {type(problem).__name__}: {problem}") from None
+
+
+PARSE_CASES = [  # reply, what parse_reversed must return, what the case is
+    ("<reversed_text>\n!dlrow ,olleH\n</reversed_text>", "!dlrow ,olleH", "the block on lines of its own"),
+    ("Sure! <reversed_text>!dlrow ,olleH</reversed_text> Hope this helps.", "!dlrow ,olleH", "text around the block"),
+    ("<reversed_text>\n.owt enil\n.eno enil\n</reversed_text>", ".owt enil\n.eno enil", "a block over two lines"),
+    ("<reversed_text>first</reversed_text> <reversed_text>second</reversed_text>", "first", "two blocks"),
+    ("<reversed_text></reversed_text>", "", "an empty block (a block: '', not None)"),
+    ("!dlrow ,olleH", None, "no tags at all"),
+    ("<reversed_text>!dlrow ,olleH", None, "a block that is never closed"),
+    ("</reversed_text>!dlrow ,olleH<reversed_text>", None, "the tags the wrong way round"),
+]
+
+
+def check_parse_reversed(parse_reversed) -> str:
+    """02, part 1: the first <reversed_text> block, stripped; None without a complete block; fast."""
+    for reply, expected, what in PARSE_CASES:
+        got = _call(parse_reversed, reply)
+        if got != expected:
+            raise ExerciseError(f"parse_reversed: for {what}, {reply!r}, you returned {got!r}; expected {expected!r}.")
+    stall = "<reversed_text>" * 3_000
+    start = time.perf_counter()
+    got = _call(parse_reversed, stall)
+    seconds = time.perf_counter() - start
+    if got is not None or seconds > 0.1:
+        raise ExerciseError(
+            f"parse_reversed: a reply that opens <reversed_text> 3,000 times and never closes it took "
+            f"{seconds:.2f} s and returned {got!r} (expected None, in milliseconds). A model in training writes "
+            "such replies; a regular expression's time grows with the square of their length (a 1 MB reply: "
+            "hours). Search with str.find, starting after the opening tag."
+        )
+    return f"parse_reversed reads the first complete block in {len(PARSE_CASES) + 1} cases, fast on a broken reply."
+
+
+def _reverse_text():
+    import reverse_text  # the course's reference environment
+
+    return reverse_text
+
+
+def check_lcs_ratio(lcs_ratio) -> str:
+    """02, part 2: difflib's matched characters, 2*M / (len(prediction) + len(target)), like the reference."""
+    reference = _reverse_text().lcs_ratio
+    target = "Hello, world!"[::-1]
+    long = next(row["text"] for row in _reverse_text().load_rows() if len(row["text"]) >= 300)[::-1]
+    cases = [
+        (target, target, "an exact reversal"),
+        (target[:-1], target, "a reversal with one character lost"),
+        ("Hello, world!", target, "the text not reversed"),
+        ("", target, "an empty prediction"),
+        ("".join(c for i, c in enumerate(long) if i % 7), long, "a long reversal missing every seventh character"),
+    ]
+    for prediction, target, what in cases:
+        got, expected = _call(lcs_ratio, prediction, target), reference(prediction, target)
+        if not (isinstance(got, (int, float)) and math.isclose(got, expected, abs_tol=1e-9)):
+            hint = (
+                " difflib ignores frequent characters (spaces, 'e') in texts of 200 or more characters "
+                "unless you pass autojunk=False."
+                if len(target) >= 200
+                else ""
+            )
+            raise ExerciseError(
+                f"lcs_ratio: for {what} (prediction {_short(prediction, 40)}, target {_short(target, 40)}) "
+                f"you returned {got!r}; expected {expected:.4f}.{hint}"
+            )
+    huge = long[::-1] * 400
+    start = time.perf_counter()
+    got = _call(lcs_ratio, huge, long)
+    seconds = time.perf_counter() - start
+    if seconds > 0.5 or not math.isclose(got, reference(huge, long), abs_tol=1e-9):
+        raise ExerciseError(
+            f"lcs_ratio: a {len(huge):,}-character reply took {seconds:.1f} s and got {got:.4f} (expected "
+            f"{reference(huge, long):.4f} in well under a second): match only its first 10 * len(target) + 100 "
+            "characters, and count all of them in the length."
+        )
+    return "lcs_ratio gives the reference's values, also on long texts and on a 100,000-character reply."
+
+
+def _completion(reply: str) -> list[dict]:
+    return [{"role": "assistant", "content": reply}]
+
+
+def check_lcs_reward(lcs_reward) -> str:
+    """02, part 3: lcs_ratio of the parsed block and the answer; 0.0 without a block."""
+    reverse_text = _reverse_text()
+    parser = reverse_text.LinearXMLParser(["reversed_text"], answer_field="reversed_text")
+    answer = "Hello, world!"[::-1]
+    for reply in [
+        f"<reversed_text>\n{answer}\n</reversed_text>",
+        f"<reversed_text>{answer[:-1]}</reversed_text>",
+        f"Sure! <reversed_text>{answer[::-1]}</reversed_text>",
+        "<reversed_text></reversed_text>",
+        answer,
+        "",
+    ]:
+        got = _call(lcs_reward, parser=parser, completion=_completion(reply), answer=answer)
+        parsed = parser.parse_answer(_completion(reply))
+        expected = 0.0 if parsed is None else reverse_text.lcs_ratio(parsed, answer)
+        if not (isinstance(got, (int, float)) and math.isclose(got, expected, abs_tol=1e-9)):
+            raise ExerciseError(
+                f"lcs_reward: for the reply {reply!r} (answer {answer!r}) you returned {got!r}; expected "
+                f"{expected:.4f} (parser.parse_answer(completion) is {parsed!r})."
+            )
+    return "lcs_reward scores the parsed block, and a reply without one gets 0.0."
+
+
+def _rewards(env, rows: int = 3) -> list[tuple]:
+    from course_lib import workshop
+
+    table = workshop.score(env, CHECK_REPLIES, rows)
+    return list(table.itertuples(index=False))
+
+
+CHECK_REPLIES = {  # reply kind -> the reply to an item whose target is `answer`
+    "exact, in the tag": lambda answer: f"<reversed_text>\n{answer}\n</reversed_text>",
+    "one character lost": lambda answer: f"<reversed_text>{answer[1:]}</reversed_text>",
+    "chatter around the tag": lambda answer: f"Here: <reversed_text>{answer}</reversed_text> Done.",
+    "not reversed": lambda answer: f"<reversed_text>{answer[::-1]}</reversed_text>",
+    "empty tag": lambda answer: "<reversed_text></reversed_text>",
+    "exact, no tag": lambda answer: answer,
+}
+
+
+def check_make_rubric(make_rubric) -> str:
+    """02, part 4: lcs_reward (weight 1.0) and the parser's format reward (weight 0.2)."""
+    import verifiers as vf
+
+    reverse_text = _reverse_text()
+    reference = reverse_text.load_environment(num_eval_examples=3)
+    rubric = _call(make_rubric, reference.parser)
+    if not isinstance(rubric, vf.Rubric):
+        raise ExerciseError(f"make_rubric(parser) returned {_short(rubric)}; expected a vf.Rubric.")
+    got = [(getattr(f, "__name__", repr(f)), w) for f, w in zip(rubric.funcs, rubric.weights)]
+    if got != [("lcs_reward", 1.0), ("format_reward_func", 0.2)]:
+        raise ExerciseError(
+            f"make_rubric: your rubric's functions and weights are {got}; expected lcs_reward with weight 1.0 "
+            "and parser.get_format_reward_func() (named format_reward_func) with weight 0.2."
+        )
+    mine = vf.SingleTurnEnv(eval_dataset=reference.get_eval_dataset(), parser=reference.parser, rubric=rubric)
+    for (item, kind, got), (_, _, expected) in zip(_rewards(mine), _rewards(reference)):
+        if not math.isclose(got, expected, abs_tol=1e-9):
+            raise ExerciseError(
+                f"make_rubric: for item {item} and the reply '{kind}' your rubric gives {got:.4f}, the "
+                f"reference {expected:.4f}."
+            )
+    return "make_rubric: your rubric scores like the reference, lcs_reward + 0.2 × format."
+
+
+def check_load_environment(load_environment) -> str:
+    """02, part 5: the same evaluation rows as the reference for a seed, a SingleTurnEnv that scores alike."""
+    import verifiers as vf
+
+    reference = _reverse_text().load_environment(num_eval_examples=5, seed=1)
+    call = "load_environment(num_eval_examples=5, seed=1)"
+    env = _call(load_environment, num_eval_examples=5, seed=1)
+    if not isinstance(env, vf.SingleTurnEnv):
+        raise ExerciseError(f"{call} returned {_short(env)}; expected a vf.SingleTurnEnv.")
+    mine = [(row["question"], row["answer"]) for row in env.get_eval_dataset()]
+    for question, answer in mine:
+        if answer != question[::-1]:
+            raise ExerciseError(
+                f"{call}: the answer of {_short(question, 40)} is {_short(answer, 40)}; "
+                "expected the question reversed, question[::-1]."
+            )
+    expected = [(row["question"], row["answer"]) for row in reference.get_eval_dataset()]
+    if mine != expected:
+        raise ExerciseError(
+            f"{call}: your evaluation set starts with {_short(mine[0][0] if mine else None, 50)}, the reference's "
+            f"with {_short(expected[0][0], 50)}. Split the rows with Dataset.train_test_split(test_size="
+            "num_eval_examples, seed=seed) and evaluate on its 'test' part."
+        )
+    train = env.get_dataset()
+    if train is None or len(train) != len(reference.get_dataset()) or set(train["question"]) & {q for q, _ in mine}:
+        raise ExerciseError(
+            f"{call}: the training set has {0 if train is None else len(train)} rows; expected the "
+            f"{len(reference.get_dataset())} rows that are not in the evaluation set."
+        )
+    small = _call(load_environment, num_train_examples=3, num_eval_examples=5, seed=1).get_dataset()
+    if len(small) != 3:
+        raise ExerciseError(f"load_environment(num_train_examples=3, ...) has {len(small)} training rows; expected 3.")
+    system = env.get_eval_dataset()[0]["prompt"][0]
+    if system["role"] != "system" or "<reversed_text>" not in system["content"]:
+        raise ExerciseError(
+            f"{call}: the prompt starts with {_short(system)}; expected the system prompt, which tells "
+            "the model to answer inside <reversed_text> tags (pass system_prompt= to vf.SingleTurnEnv)."
+        )
+    for (item, kind, got), (_, _, want) in zip(_rewards(env), _rewards(reference)):
+        if not math.isclose(got, want, abs_tol=1e-9):
+            raise ExerciseError(
+                f"{call}: for item {item} and the reply '{kind}' your environment gives {got:.4f}, the "
+                f"reference {want:.4f}: do you pass your parser and rubric to vf.SingleTurnEnv?"
+            )
+    return "load_environment: the reference's rows for a seed, and the same rewards for the same replies."
+
+
+def check_noise_floor(answer) -> None:
+    """02, experiment: the share of replaced characters at which a damaged reversal scores like an
+    unrelated paragraph (the noise floor), read from the plot; within 0.1."""
+    import reverse_text
+
+    if answer is None:
+        print("Not answered yet: read the share off the plot and set `answer` above.")
+        return
+    share = noise_floor_share(reverse_text.lcs_ratio)
+    if not (isinstance(answer, (int, float)) and abs(answer - share) <= 0.1):
+        raise ExerciseError(
+            f"the noise floor: {answer!r} is not it. With damage = 'replace', read the share where the blue "
+            "curve crosses the grey line in the middle of the band (a number between 0 and 1)."
+        )
+    print(
+        f"Correct: about {share:.2f}. A reply with more than {share:.0%} of its characters wrong scores like an "
+        "unrelated paragraph: below that line, the reward's 'partial credit' says nothing."
+    )
+
+
+def damage_text(text: str, share: float, damage: str, rng) -> str:
+    """`text` with each character, with probability `share`, replaced by a random letter or dropped."""
+    keep = rng.random(len(text)) >= share
+    if damage == "drop":
+        return "".join(c for c, k in zip(text, keep) if k)
+    return "".join(c if k else chr(rng.integers(97, 123)) for c, k in zip(text, keep))
+
+
+def noise_floor_share(lcs_ratio, damage: str = "replace", texts: int = 40) -> float:
+    """Where the mean reward of damaged reversals falls to the mean reward of an unrelated paragraph."""
+    import reverse_text
+
+    rng = np.random.default_rng(0)
+    targets = [row["text"][::-1] for row in reverse_text.load_rows()[: texts + 1]]
+    floor = np.mean([lcs_ratio(other, target) for other, target in zip(targets[1:], targets)])
+    for share in np.linspace(0, 1, 51):
+        if np.mean([lcs_ratio(damage_text(t, share, damage, rng), t) for t in targets[:texts]]) <= floor:
+            return float(share)
+    return 1.0
+
+
+WORKSHOP = {  # part -> (the notebook whose solution block defines it, its check)
+    "parse_reversed": ("02_single_turn_env.ipynb", check_parse_reversed),
+    "lcs_ratio": ("02_single_turn_env.ipynb", check_lcs_ratio),
+    "lcs_reward": ("02_single_turn_env.ipynb", check_lcs_reward),
+    "make_rubric": ("02_single_turn_env.ipynb", check_make_rubric),
+    "load_environment": ("02_single_turn_env.ipynb", check_load_environment),
+}

@@ -1,0 +1,175 @@
+"""Turn the parts a learner wrote in a notebook into a package, and compare it with the reference.
+
+    folder = write_package("my_reverse_text", [parse_reversed, ..., load_environment],
+                           constants={"SYSTEM_PROMPT": SYSTEM_PROMPT}, data={"DATA_FILE": DATA_FILE})
+    my_env = vf.load_environment("my-reverse-text")      # my_envs/my_reverse_text/__init__.py
+    compare(my_env, vf.load_environment("reverse-text"), replies)   # a table: same rewards?
+
+The package is one `__init__.py`: the imports the parts use, the constants, the data files copied
+next to it, and each part's source as written in the notebook. It imports nothing of the course,
+so the folder can be copied anywhere (a part that uses course_lib is refused with a sentence).
+"""
+
+import ast
+import builtins
+import dis
+import importlib
+import inspect
+import linecache
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+
+from course_lib.exercises import ExerciseError
+from course_lib.offline import OfflineClient, run_coroutine
+
+ROOT = Path(__file__).resolve().parent.parent
+MY_ENVS = (ROOT if (ROOT / "notebooks").is_dir() else Path.cwd()) / "my_envs"  # git ignores it
+COURSE_MODULES = {"course_lib"} | {p.name for p in (ROOT / "course_lib" / "envs").iterdir() if p.is_dir()}
+
+
+def source(part) -> str:
+    """The source of a function or class, also one defined in a Jupyter cell (inspect.getsource
+    finds a function there, not a class: take the class from the cell of one of its methods)."""
+    try:
+        return textwrap.dedent(inspect.getsource(part))
+    except (OSError, TypeError):
+        if not isinstance(part, type):
+            raise
+    method = next(f for f in vars(part).values() if inspect.isfunction(f))
+    cell = "".join(linecache.getlines(method.__code__.co_filename))
+    node = next(n for n in ast.walk(ast.parse(cell)) if isinstance(n, ast.ClassDef) and n.name == part.__name__)
+    return ast.get_source_segment(cell, node) + "\n"
+
+
+def global_names(part) -> set[str]:
+    """The global names a part reads: in its code (and its methods'), its defaults, decorators and bases."""
+    tree = ast.parse(source(part)).body[0]
+    heads = [*tree.decorator_list, *getattr(tree, "bases", [])]
+    if isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        heads += [*tree.args.defaults, *[d for d in tree.args.kw_defaults if d]]
+    names = {n.id for head in heads for n in ast.walk(head) if isinstance(n, ast.Name)}
+    codes = (
+        [f.__code__ for f in vars(part).values() if inspect.isfunction(f)]
+        if isinstance(part, type)
+        else [part.__code__]
+    )
+    while codes:
+        code = codes.pop()
+        names |= {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+        codes += [c for c in code.co_consts if inspect.iscode(c)]
+    return names
+
+
+def import_line(part, name: str, value) -> str:
+    """The import that gives the package `name` as the notebook has it, or an ExerciseError."""
+    if inspect.ismodule(value):
+        module, line = value.__name__, f"import {value.__name__}" + (f" as {name}" if value.__name__ != name else "")
+    elif getattr(value, "__module__", None) not in (None, "__main__") and hasattr(value, "__name__"):
+        module = value.__module__
+        if getattr(sys.modules.get(module.split(".")[0]), value.__name__, None) is value:
+            module = module.split(".")[0]  # from datasets import Dataset, not datasets.arrow_dataset
+        line = f"from {module} import {value.__name__}" + (f" as {name}" if value.__name__ != name else "")
+    else:
+        raise ExerciseError(
+            f"{part.__name__} uses {name}, a {type(value).__name__} of the notebook that the package does not "
+            "have: add it to the parts (a function or class) or to the constants, or define it inside."
+        )
+    if module.split(".")[0] in COURSE_MODULES:
+        raise ExerciseError(
+            f"{part.__name__} uses {name} from {module}, a module of the course: the package must work alone "
+            "when copied, so write what you need in a part."
+        )
+    return line
+
+
+def write_package(name: str, parts: list, constants: dict | None = None, data: dict | None = None) -> Path:
+    """Write my_envs/<name>/__init__.py from the parts (in order) and copy the data files beside it;
+    then make `vf.load_environment(name)` import this fresh copy. Returns the folder."""
+    constants, data = constants or {}, data or {}
+    defined = {part.__name__ for part in parts} | set(constants) | set(data)
+    imports = {"from pathlib import Path"} if data else set()
+    for part in parts:
+        methods = [f for f in vars(part).values() if inspect.isfunction(f)] if isinstance(part, type) else [part]
+        namespace = methods[0].__globals__  # the notebook's names, where the part was defined
+        for used in sorted(global_names(part) - defined - set(vars(builtins))):
+            if used not in namespace:
+                raise ExerciseError(f"{part.__name__} uses {used}, which is not defined anywhere.")
+            imports.add(import_line(part, used, namespace[used]))
+    folder = MY_ENVS / name
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [f'"""{name}: an environment written in the course\'s notebooks, part by part."""', ""]
+    stdlib = sorted(line for line in imports if line.split()[1].split(".")[0] in sys.stdlib_module_names)
+    others = sorted(imports - set(stdlib))
+    lines += ["from __future__ import annotations", "", *stdlib, "", *others, ""]
+    for key, value in constants.items():
+        multiline = isinstance(value, str) and "\n" in value and '"""' not in value and not value.endswith("\\")
+        lines.append(f'{key} = """{value}"""' if multiline else f"{key} = {value!r}")
+    for key, path in data.items():
+        shutil.copyfile(path, folder / Path(str(path)).name)
+        lines.append(f'{key} = Path(__file__).parent / "{Path(str(path)).name}"')
+    text = "\n".join(lines) + "\n\n\n" + "\n\n".join(source(part) for part in parts)
+    (folder / "__init__.py").write_text(text)
+    if str(MY_ENVS) not in sys.path:
+        sys.path.insert(0, str(MY_ENVS))
+    for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+        del sys.modules[module]  # import the new text, not the copy loaded before
+    importlib.invalidate_caches()
+    return folder
+
+
+class Scripted(OfflineClient):
+    """A player that sends one fixed reply."""
+
+    def __init__(self, reply: str):
+        super().__init__()
+        self.reply = reply
+
+    def respond(self, prompt, **kwargs):
+        return self.reply
+
+
+def score(env, replies: dict, items: int) -> pd.DataFrame:
+    """Play each reply (kind -> function of the item's answer) on the first `items` evaluation items of
+    `env`, through env.rollout and env.rubric as in an evaluation; one row per item and reply."""
+    rows = env.get_eval_dataset().select(range(items)).to_list()
+
+    async def play():
+        table = []
+        for row in rows:
+            states = [
+                await env.rollout(dict(row), Scripted(make(row["answer"])), "scripted", {}) for make in replies.values()
+            ]
+            await env.rubric.score_group(states)
+            table += [(row["example_id"], kind, state["reward"]) for kind, state in zip(replies, states)]
+        return table
+
+    return pd.DataFrame(run_coroutine(play()), columns=["item", "reply", "reward"])
+
+
+def compare(mine, reference, replies: dict, items: int = 5) -> pd.DataFrame:
+    """The rewards of both environments for the same replies on the same evaluation items, side by side;
+    prints one sentence: all the same, or the first that differs."""
+    questions = [env.get_eval_dataset().select(range(items))["question"] for env in (mine, reference)]
+    if questions[0] != questions[1]:
+        raise ExerciseError(
+            f"the two environments evaluate different items: yours starts with {questions[0][0][:50]!r}, the "
+            f"reference with {questions[1][0][:50]!r}. Load both with the same seed and num_eval_examples."
+        )
+    table = score(reference, replies, items).rename(columns={"reward": "reference"})
+    table["yours"] = score(mine, replies, items)["reward"]
+    table["same"] = [abs(a - b) < 1e-9 for a, b in zip(table.reference, table.yours)]
+    table.insert(1, "text", [questions[1][i][:40] + "..." for i in table.item])
+    different = table[~table.same]
+    if different.empty:
+        print(f"All {len(table)} rewards are the same ({items} items × {len(replies)} replies).")
+    else:
+        first = different.iloc[0]
+        print(
+            f"{len(different)} of {len(table)} rewards differ; the first: item {first.item}, reply "
+            f"'{first.reply}': the reference gives {first.reference:.4f}, yours {first.yours:.4f}."
+        )
+    return table
