@@ -137,7 +137,7 @@ _BASE = Profile(
     request_timeout_s=600,
     max_concurrent=64,  # on 2 cores 1.3x the tokens/s of 32 (RESULTS.md); memory: see README
     chat=ChatBudget(max_tokens=64, temperature=0.7),
-    scratch=ScratchBudget(steps=1500, experiment_steps=400, eval_games=1000),
+    scratch=ScratchBudget(steps=3000, experiment_steps=400, eval_games=1000),
     env=EnvBudget(
         num_examples=20,
         rollouts_per_example=3,
