@@ -18,6 +18,7 @@ The solution is a collapsed markdown block (<details>, tagged "solution") AFTER 
 stub, its solution and a wrong version.
 """
 
+import inspect
 import json
 import linecache
 import math
@@ -53,41 +54,6 @@ def check_format_reward(reward) -> None:
             "the tags with anything else inside: 0.2 (the format alone); no tags: 0.0."
         )
     _ok("the format now earns 0.2 on its own, so a group of wrong answers can still differ.")
-
-
-async def check_third_turn(env_class) -> None:
-    """03: three answers, a different follow-up before the third, and a new @vf.stop that ends it."""
-    from datasets import Dataset
-
-    import double_check
-    from course_lib.offline import OfflineClient
-
-    class Replies(OfflineClient):
-        def __init__(self):
-            super().__init__()
-            self.replies = ["\\boxed{1}", "\\boxed{2}", "\\boxed{3}", "\\boxed{4}"]
-
-        def respond(self, prompt, **kwargs):
-            return self.replies.pop(0)
-
-    rows = Dataset.from_list([double_check.to_example(row) for row in double_check.load_rows()[:1]])
-    env = env_class(eval_dataset=rows, system_prompt=double_check.SYSTEM_PROMPT, parser=double_check.PARSER)
-    state = await env.rollout(env.get_eval_dataset()[0], Replies(), "scripted", {})
-    roles = [m["role"] for m in state["completion"]]
-    asked = [m["content"] for m in state["completion"] if m["role"] == "user"]
-    assert roles.count("assistant") == 3, (
-        f"the model answered {roles.count('assistant')} times, expected 3. Is the inherited @vf.stop "
-        "answered_twice still active? A stop condition is found by its decorator: override answered_twice "
-        "with a plain method that returns False, and add your own @vf.stop for three answers."
-    )
-    assert len(asked) == 2 and asked[0] != asked[1], (
-        f"the follow-ups were {asked}: ask 'Are you sure?' after the first answer and a different "
-        "question after the second (env_response can count the trajectory to know which turn it is)."
-    )
-    assert state["stop_condition"] != "answered_twice" and state["stop_condition"] in {
-        c.__name__ for c in env._stop_conditions
-    }, f"the rollout stopped by {state['stop_condition']!r}"
-    _ok(f"three answers; follow-ups {asked}; stopped by {state['stop_condition']}.")
 
 
 def check_word_count_tool(tool) -> None:
@@ -246,20 +212,29 @@ def check(part):
     wrong, raise ExerciseError: one sentence naming the part, an example input and what was expected."""
     name = part.__name__
     notebook, check_part = WORKSHOP[name]
+    code = first_function(part).__code__
     try:
         message = check_part(part)
     except NotImplementedError as error:
         if not is_todo(error):
             raise
-        run_source(solution_source(notebook, name), part.__globals__, f"<solution of {name}>")
-        part = part.__globals__[name]
+        namespace = first_function(part).__globals__  # the notebook's names
+        run_source(solution_source(notebook, name), namespace, f"<solution of {name}>")
+        part = namespace[name]
         check_part(part)
         STATUS[name] = "the solution"
         print(f"{name}: not done yet, so the notebook continues with the solution (expand it below).")
         return part
-    from_solution = part.__code__.co_filename.startswith("<solution of")  # the check cell run a second time
+    from_solution = code.co_filename.startswith("<solution of")  # the check cell run a second time
     STATUS[name] = "the solution" if from_solution else "yours"
     print(f"Correct: {message}" + (" (the solution's, not yours yet)" if from_solution else ""))
+    return part
+
+
+def first_function(part):
+    """The part itself, or for a class its first method (which carries the notebook's names and file)."""
+    if isinstance(part, type):
+        return next(f for f in vars(part).values() if inspect.isfunction(f))
     return part
 
 
@@ -524,10 +499,165 @@ def noise_floor_share(lcs_ratio, damage: str = "replace", texts: int = 40) -> fl
     return 1.0
 
 
+# ---------------------------------------------------------------- workshop exercises (notebook 03)
+
+
+def _double_check():
+    import double_check  # the course's reference environment
+
+    return double_check
+
+
+def check_double_check_env(env_class) -> str:
+    """03, part 1: setup_state puts first_answer in the state, env_response stores the first answer and
+    asks "Are you sure?" (and changes nothing after the end), @vf.stop answered_twice ends the rollout."""
+    from course_lib.offline import run_coroutine
+    from course_lib.workshop import Scripted
+
+    double_check = _double_check()
+    reference = double_check.load_environment(num_eval_examples=3)
+    env = _call(
+        env_class,
+        eval_dataset=reference.get_eval_dataset(),
+        system_prompt=double_check.SYSTEM_PROMPT,
+        parser=reference.parser,
+        rubric=reference.rubric,
+        max_turns=4,  # without a working stop condition the rollout ends here, not never
+    )
+    row = reference.get_eval_dataset()[0]
+    right, wrong = row["answer"], str(int(row["answer"]) + 1)
+    first, second = f"It is \\boxed{{{right}}}.", f"Sorry, it is \\boxed{{{wrong}}}."
+
+    async def play():
+        fresh = await env.init_state(dict(row), Scripted("x"), "scripted", {})
+        fresh = await env.setup_state(fresh) or fresh
+        if "first_answer" not in fresh or fresh["first_answer"] is not None:
+            raise ExerciseError(
+                f"setup_state: the new state has first_answer = {fresh.get('first_answer', 'no such key')!r}; "
+                "expected None (env_response fills it in after the first reply)."
+            )
+        state = await env.rollout(dict(row), Scripted([first, second, "\\boxed{0}"]), "scripted", {})
+        answers = [m for m in state["completion"] if m["role"] == "assistant"]
+        asked = [m["content"] for m in state["completion"] if m["role"] == "user"]
+        if len(answers) != 2 or state["stop_condition"] != "answered_twice":
+            raise ExerciseError(
+                f"answered_twice: the model answered {len(answers)} time(s) and the rollout stopped by "
+                f"{state['stop_condition']!r}; expected 2 answers, stopped by answered_twice (True once "
+                "len(state['trajectory']) >= 2)."
+            )
+        if asked != [double_check.ARE_YOU_SURE]:
+            raise ExerciseError(
+                f"env_response: after the first answer the environment said {asked}; expected "
+                f"[{double_check.ARE_YOU_SURE!r}] (return [vf.UserMessage(content=ARE_YOU_SURE)])."
+            )
+        if state["first_answer"] != right:
+            raise ExerciseError(
+                f"env_response: after the first reply {first!r}, state['first_answer'] is "
+                f"{state['first_answer']!r}; expected {right!r} (self.parser.parse_answer(messages))."
+            )
+        before = {k: repr(v) for k, v in state.items() if k not in ("client", "timing", "trajectory")}
+        late = [*state["prompt"], *state["completion"], vf_assistant("\\boxed{12345}")]
+        try:
+            await env.env_response(late, state)
+        except Exception:
+            pass  # refusing a reply after the end is fine; changing the state is not
+        changed = [k for k, v in state.items() if k in before and repr(v) != before[k]]
+        if changed:
+            raise ExerciseError(
+                f"env_response: a reply sent after the second answer changed state{changed}; a finished "
+                "rollout must not change (when len(state['trajectory']) > 1, return a message and nothing else)."
+            )
+
+    run_coroutine(play())
+    return (
+        "DoubleCheckEnv: the state starts with first_answer None, then holds the first answer; one "
+        "'Are you sure?'; stopped by answered_twice after two answers; nothing changes after the end."
+    )
+
+
+def check_changed_share(answer, table) -> None:
+    """03, experiment: the share of rollouts whose answer changed, read off the figure (within 0.05)."""
+    share = float(table.changed_answer.mean())
+    if answer is None:
+        print("Not answered yet: read the share off the left panel and set `answer` above.")
+        return
+    if not (isinstance(answer, (int, float)) and abs(answer - share) <= 0.05):
+        raise ExerciseError(
+            f"the changed answers: {answer!r} is not it. Add up the three 'changed' bars of the left panel and "
+            f"divide by the {len(table)} rollouts (a number between 0 and 1)."
+        )
+    print(f"Correct: {share:.0%} of the {len(table)} rollouts changed their answer after the question.")
+
+
+def check_triple_check_env(env_class) -> str:
+    """03, part 3: three answers, a different follow-up before the third, and a new @vf.stop that ends it."""
+    from datasets import Dataset
+
+    from course_lib.offline import run_coroutine
+    from course_lib.workshop import Scripted
+
+    double_check = _double_check()
+    rows = Dataset.from_list([double_check.to_example(row) for row in double_check.load_rows()[:1]])
+    env = _call(
+        env_class, eval_dataset=rows, system_prompt=double_check.SYSTEM_PROMPT, parser=double_check.PARSER, max_turns=5
+    )
+    replies = Scripted(["\\boxed{1}", "\\boxed{2}", "\\boxed{3}", "\\boxed{4}"])
+    state = run_coroutine(env.rollout(env.get_eval_dataset()[0], replies, "scripted", {}))
+    answers = sum(m["role"] == "assistant" for m in state["completion"])
+    asked = [m["content"] for m in state["completion"] if m["role"] == "user"]
+    if answers != 3:
+        raise ExerciseError(
+            f"TripleCheckEnv: the model answered {answers} times, expected 3. Is the inherited @vf.stop "
+            "answered_twice still active? A stop condition is found by its decorator: override answered_twice "
+            "with a plain method that returns False, and add your own @vf.stop for three answers."
+        )
+    if len(asked) != 2 or asked[0] == asked[1]:
+        raise ExerciseError(
+            f"TripleCheckEnv: the follow-ups were {asked}: ask 'Are you sure?' after the first answer and a "
+            "different question after the second (count the trajectory to know which turn it is)."
+        )
+    if state["stop_condition"] == "answered_twice":
+        raise ExerciseError("TripleCheckEnv: the rollout stopped by answered_twice; add your own @vf.stop.")
+    return f"TripleCheckEnv: three answers; follow-ups {asked}; stopped by {state['stop_condition']}."
+
+
+def vf_assistant(text: str):
+    import verifiers as vf
+
+    return vf.AssistantMessage(content=text)
+
+
+def check_final_answer(final_answer) -> str:
+    """03, part 2: the last reply's answer; the first answer (from the state) when it has none."""
+    double_check = _double_check()
+    cases = [
+        (["\\boxed{7}", "Yes, \\boxed{8}."], "7", "two answers"),
+        (["\\boxed{7}", "Yes, I'm sure."], "7", "a second reply without a number"),
+        (["I don't know.", "Still no idea."], None, "no number at all"),
+        (["\\boxed{7}", "Let me recompute: 3 + 4 = 7, so \\boxed{7}, not 8."], "7", "\\boxed{} and other numbers"),
+        (["about 12", "It is 1,200 apples."], "12", "a number written with a comma"),
+    ]
+    for texts, first, what in cases:
+        completion = [
+            m for t in texts for m in ({"role": "assistant", "content": t}, {"role": "user", "content": "?"})
+        ][:-1]
+        state = {"first_answer": first}
+        got, expected = _call(final_answer, completion, state), double_check.final_answer(completion, state)
+        if got != expected:
+            raise ExerciseError(
+                f"final_answer: for {what}, replies {texts} and state['first_answer'] = {first!r}, you returned "
+                f"{got!r}; expected {expected!r}."
+            )
+    return "final_answer reads the last reply, and falls back on the first answer kept in the state."
+
+
 WORKSHOP = {  # part -> (the notebook whose solution block defines it, its check)
     "parse_reversed": ("02_single_turn_env.ipynb", check_parse_reversed),
     "lcs_ratio": ("02_single_turn_env.ipynb", check_lcs_ratio),
     "lcs_reward": ("02_single_turn_env.ipynb", check_lcs_reward),
     "make_rubric": ("02_single_turn_env.ipynb", check_make_rubric),
     "load_environment": ("02_single_turn_env.ipynb", check_load_environment),
+    "DoubleCheckEnv": ("03_multi_turn_env.ipynb", check_double_check_env),
+    "final_answer": ("03_multi_turn_env.ipynb", check_final_answer),
+    "TripleCheckEnv": ("03_multi_turn_env.ipynb", check_triple_check_env),
 }

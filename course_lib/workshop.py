@@ -16,6 +16,7 @@ import dis
 import importlib
 import inspect
 import linecache
+import re
 import shutil
 import sys
 import textwrap
@@ -48,9 +49,12 @@ def source(part) -> str:
 def global_names(part) -> set[str]:
     """The global names a part reads: in its code (and its methods'), its defaults, decorators and bases."""
     tree = ast.parse(source(part)).body[0]
-    heads = [*tree.decorator_list, *getattr(tree, "bases", [])]
-    if isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        heads += [*tree.args.defaults, *[d for d in tree.args.kw_defaults if d]]
+    heads = [*getattr(tree, "bases", [])]
+    for node in ast.walk(tree):  # the part, or a class's methods
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            heads += node.decorator_list
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            heads += [*node.args.defaults, *[d for d in node.args.kw_defaults if d]]
     names = {n.id for head in heads for n in ast.walk(head) if isinstance(n, ast.Name)}
     codes = (
         [f.__code__ for f in vars(part).values() if inspect.isfunction(f)]
@@ -87,12 +91,16 @@ def import_line(part, name: str, value) -> str:
 
 
 def write_package(name: str, parts: list, constants: dict | None = None, data: dict | None = None) -> Path:
-    """Write my_envs/<name>/__init__.py from the parts (in order) and copy the data files beside it;
-    then make `vf.load_environment(name)` import this fresh copy. Returns the folder."""
+    """Write my_envs/<name>/__init__.py from the parts (functions and classes, or a line of code such as
+    "PARSER = vf.Parser(extract_fn=extract_answer)", in order) after the constants (str, numbers, compiled
+    regular expressions) and copy the data files beside it; then make `vf.load_environment(name)` import
+    this fresh copy. Returns the folder."""
     constants, data = constants or {}, data or {}
-    defined = {part.__name__ for part in parts} | set(constants) | set(data)
+    given = [line.split("=")[0].strip() for part in parts if isinstance(part, str) for line in part.splitlines()]
+    defined = {part.__name__ for part in parts if not isinstance(part, str)} | set(given) | set(constants) | set(data)
     imports = {"from pathlib import Path"} if data else set()
-    for part in parts:
+    imports |= {"import re"} if any(isinstance(v, re.Pattern) for v in constants.values()) else set()
+    for part in [p for p in parts if not isinstance(p, str)]:
         methods = [f for f in vars(part).values() if inspect.isfunction(f)] if isinstance(part, type) else [part]
         namespace = methods[0].__globals__  # the notebook's names, where the part was defined
         for used in sorted(global_names(part) - defined - set(vars(builtins))):
@@ -107,11 +115,18 @@ def write_package(name: str, parts: list, constants: dict | None = None, data: d
     lines += ["from __future__ import annotations", "", *stdlib, "", *others, ""]
     for key, value in constants.items():
         multiline = isinstance(value, str) and "\n" in value and '"""' not in value and not value.endswith("\\")
-        lines.append(f'{key} = """{value}"""' if multiline else f"{key} = {value!r}")
+        if isinstance(value, re.Pattern):
+            lines.append(f"{key} = re.compile({value.pattern!r})")
+        else:
+            lines.append(f'{key} = """{value}"""' if multiline else f"{key} = {value!r}")
     for key, path in data.items():
         shutil.copyfile(path, folder / Path(str(path)).name)
         lines.append(f'{key} = Path(__file__).parent / "{Path(str(path)).name}"')
-    text = "\n".join(lines) + "\n\n\n" + "\n\n".join(source(part) for part in parts)
+    text = (
+        "\n".join(lines)
+        + "\n\n\n"
+        + "\n\n".join(part + "\n" if isinstance(part, str) else source(part) for part in parts)
+    )
     (folder / "__init__.py").write_text(text)
     if str(MY_ENVS) not in sys.path:
         sys.path.insert(0, str(MY_ENVS))
@@ -122,19 +137,21 @@ def write_package(name: str, parts: list, constants: dict | None = None, data: d
 
 
 class Scripted(OfflineClient):
-    """A player that sends one fixed reply."""
+    """A player that sends fixed replies: one for every turn, or a list of them, in order."""
 
-    def __init__(self, reply: str):
+    def __init__(self, reply: str | list[str]):
         super().__init__()
-        self.reply = reply
+        self.replies, self.turn = [reply] if isinstance(reply, str) else reply, 0
 
     def respond(self, prompt, **kwargs):
-        return self.reply
+        self.turn += 1
+        return self.replies[min(self.turn, len(self.replies)) - 1]
 
 
 def score(env, replies: dict, items: int) -> pd.DataFrame:
-    """Play each reply (kind -> function of the item's answer) on the first `items` evaluation items of
-    `env`, through env.rollout and env.rubric as in an evaluation; one row per item and reply."""
+    """Play each reply (kind -> a function of the item's answer that returns the reply, or a list of
+    replies, one per turn) on the first `items` evaluation items of `env`, through env.rollout and
+    env.rubric as in an evaluation; one row per item and reply."""
     rows = env.get_eval_dataset().select(range(items)).to_list()
 
     async def play():

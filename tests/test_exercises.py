@@ -21,20 +21,6 @@ def solution(notebook: str) -> dict:
     return namespace
 
 
-def wrong_triple_check_env():
-    """Adds a third-turn stop but keeps the inherited @vf.stop answered_twice: stops after two answers."""
-    import verifiers as vf
-
-    import double_check
-
-    class Wrong(double_check.DoubleCheckEnv):
-        @vf.stop
-        async def answered_three_times(self, state) -> bool:
-            return len(state["trajectory"]) >= 3
-
-    return Wrong
-
-
 def wrong_count_words(page_id, section_id):
     import wiki_search
 
@@ -49,7 +35,6 @@ CASES = [  # notebook, check, the solution's name, a wrong answer (the bug it st
         "reward_with_format",
         lambda reply: float("<answer>391</answer>" in reply),
     ),  # no format credit, no whitespace
-    ("03_multi_turn_env.ipynb", exercises.check_third_turn, "TripleCheckEnv", wrong_triple_check_env()),
     ("04_tool_env.ipynb", exercises.check_word_count_tool, "count_words", wrong_count_words),
     ("05_tictactoe_env.ipynb", exercises.check_penalty_threshold, "threshold", 0.5),  # forgot the format part
     (
@@ -101,7 +86,7 @@ def test_check_fails_on_a_wrong_answer_with_a_message(notebook, check, name, wro
 
 
 def test_every_notebook_from_01_to_10_has_a_checked_exercise():
-    """Notebooks with workshop exercises (02) are tested in tests/test_workshop.py."""
+    """Notebooks with workshop exercises (02, 03) are tested in tests/test_workshop.py."""
     workshop = {notebook[:2] for notebook, _ in exercises.WORKSHOP.values()}
     assert sorted({c[0][:2] for c in CASES} | workshop) == [f"{i:02d}" for i in range(1, 11)]
     for notebook, check, *_ in CASES:

@@ -1,9 +1,10 @@
-"""The workshop of notebook 02: the learner writes the environment's parts in cells.
+"""The workshops of notebooks 02 and 03: the learner writes the environment's parts in cells.
 
 Every stub fails its check with its TODO (and the check then goes on with the notebook's own
 solution), every solution passes, a deliberately wrong version fails with one sentence, and the
-solutions written out as a package load with vf.load_environment, pass check_environment and score
-like the reference. The solutions and the given cells are read from the notebook, so they cannot drift.
+solutions written out as a package (by the notebook's own package cells) load with
+vf.load_environment, pass check_environment and score like the reference. The solutions, the given
+cells and the package cells are read from the notebooks, so they cannot drift.
 """
 
 import json
@@ -14,75 +15,94 @@ import pytest
 import verifiers as vf
 
 from course_lib import exercises, workshop
-from course_lib.check_environment import check_environment
+from course_lib.profiles import PROFILES
 
-NOTEBOOK = "02_single_turn_env.ipynb"
-PARTS = [name for name, (notebook, _) in exercises.WORKSHOP.items() if notebook == NOTEBOOK]
-CELLS = json.loads((exercises.NOTEBOOKS / NOTEBOOK).read_text())["cells"]
+NOTEBOOKS = sorted({notebook for notebook, _ in exercises.WORKSHOP.values()})
 
 
-def tagged(tag: str) -> list[dict]:
-    return [cell for cell in CELLS if tag in cell["metadata"].get("tags", [])]
+def parts(notebook: str) -> list[str]:
+    return [name for name, (where, _) in exercises.WORKSHOP.items() if where == notebook]
 
 
-def notebook_namespace(parts: str = "solutions") -> dict:
-    """What the notebook defines for the package: its given cells (tagged "workshop") and each part,
-    as the solution block or the stub (tagged "exercise")."""
-    namespace = {"__name__": "notebook02"}
-    for cell in tagged("workshop"):
-        exercises.run_source("".join(cell["source"]), namespace, f"<notebook 02, cell {cell['id']}>")
-    for i, cell in enumerate(tagged("exercise")):
-        exercises.run_source("".join(cell["source"]), namespace, f"<notebook 02, stub {i}>")
-    if parts == "solutions":
-        for name in PARTS:
-            exercises.run_source(exercises.solution_source(NOTEBOOK, name), namespace, f"<solution of {name}>")
+def cells(notebook: str, tag: str) -> list[dict]:
+    found = json.loads((exercises.NOTEBOOKS / notebook).read_text())["cells"]
+    return [cell for cell in found if tag in cell["metadata"].get("tags", [])]
+
+
+def notebook_namespace(notebook: str, parts_from: str = "solutions") -> dict:
+    """What the notebook defines for its package: its given cells (tagged "workshop"), the stubs
+    (tagged "exercise") and, unless parts_from="stubs", each part's solution block."""
+    namespace = {"__name__": f"notebook{notebook[:2]}"}
+    for tag in ("workshop", "exercise"):
+        for cell in cells(notebook, tag):
+            exercises.run_source("".join(cell["source"]), namespace, f"<{notebook[:2]} cell {cell['id']}>")
+    if parts_from == "solutions":
+        for name in parts(notebook):
+            code = exercises.solution_source(notebook, name)
+            exercises.run_source(code, namespace, f"<solution of {name}>")
     return namespace
 
 
-def test_each_part_has_a_stub_then_its_check_then_a_collapsed_solution():
+def write_and_load(notebook: str, namespace: dict) -> dict:
+    """Run the notebook's own package cells (write, load, check_environment) in `namespace`."""
+    namespace.update(exercises=exercises, workshop=workshop, vf=vf, profile=PROFILES["smoke"])
+    for cell in cells(notebook, "package"):
+        exercises.run_source("".join(cell["source"]), namespace, f"<{notebook[:2]} package cell {cell['id']}>")
+    return namespace
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_each_part_has_a_stub_then_its_check_then_a_collapsed_solution(notebook):
     """Catches: a solution placed above its check (then "Run All" passes every check with no input),
     or a solution that is a code cell (it would run over the learner's code)."""
     order = [
         (cell["cell_type"], tag, "".join(cell["source"]))
-        for cell in CELLS
+        for cell in json.loads((exercises.NOTEBOOKS / notebook).read_text())["cells"]
         for tag in cell["metadata"].get("tags", [])
         if tag in ("exercise", "check", "solution")
     ]
-    for name in PARTS:
-        stub = next(i for i, (_, tag, text) in enumerate(order) if tag == "exercise" and f"def {name}(" in text)
+    for name in parts(notebook):
+        defines = (f"def {name}(", f"class {name}(")
+        stub = next(
+            i for i, (_, tag, text) in enumerate(order) if tag == "exercise" and any(d in text for d in defines)
+        )
         assert 'raise NotImplementedError("TODO' in order[stub][2]
         assert order[stub + 1][1:] == ("check", f"{name} = exercises.check({name})"), name
         kind, tag, text = order[stub + 2]
-        assert (kind, tag) == ("markdown", "solution") and "<details>" in text and f"def {name}(" in text, name
+        assert (kind, tag) == ("markdown", "solution") and "<details>" in text, name
+        assert any(d in text for d in defines), name
 
 
-def test_every_stub_fails_its_check_with_its_todo():
-    namespace = notebook_namespace(parts="stubs")
-    for name in PARTS:
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_every_stub_fails_its_check_with_its_todo(notebook):
+    namespace = notebook_namespace(notebook, parts_from="stubs")
+    for name in parts(notebook):
         _, check = exercises.WORKSHOP[name]
         with pytest.raises(NotImplementedError, match="TODO"):
             check(namespace[name])
 
 
-def test_run_all_without_input_goes_on_with_the_solutions(capsys):
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_run_all_without_input_goes_on_with_the_solutions(notebook, capsys):
     """The notebook's check cells, in order, on the stubs: each says "not done yet" and returns the
-    solution, which the next parts then use."""
-    namespace = notebook_namespace(parts="stubs")
-    for name in PARTS:
+    solution, which the next parts then use; the package is then written from the solutions."""
+    namespace = notebook_namespace(notebook, parts_from="stubs")
+    for name in parts(notebook):
         namespace[name] = exercises.check(namespace[name])
         assert exercises.STATUS[name] == "the solution"
         assert "not done yet" in capsys.readouterr().out
-    assert namespace["parse_reversed"]("<reversed_text> x </reversed_text>") == "x"
+        assert namespace[name] is not None
 
 
-def test_every_solution_passes_its_check():
-    namespace = notebook_namespace()
-    for name in PARTS:
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_every_solution_passes_its_check(notebook):
+    namespace = notebook_namespace(notebook)
+    for name in parts(notebook):
         _, check = exercises.WORKSHOP[name]
         assert name in check(namespace[name])
 
 
-WRONG = {  # a deliberately wrong version of a part -> the words its sentence must contain
+WRONG = {  # a deliberately wrong version of a part -> the words its one sentence must contain
     "keeps whitespace": (
         "def parse_reversed(text):\n"
         "    start = text.find('<reversed_text>')\n"
@@ -133,15 +153,63 @@ WRONG = {  # a deliberately wrong version of a part -> the words its sentence mu
         "    return vf.SingleTurnEnv(dataset=None, eval_dataset=None, parser=ReversedTextParser())\n",
         "load_environment(num_eval_examples=5, seed=1) raised ValueError",
     ),
+    "no stop condition": (
+        "class DoubleCheckEnv(vf.MultiTurnEnv):\n"
+        "    async def setup_state(self, state):\n"
+        "        state['first_answer'] = None\n"
+        "        return state\n"
+        "    async def env_response(self, messages, state, **kwargs):\n"
+        "        state['first_answer'] = self.parser.parse_answer(messages)\n"
+        "        return [vf.UserMessage(content=ARE_YOU_SURE)]\n"
+        "    async def answered_twice(self, state):  # the @vf.stop forgotten: never checked\n"
+        "        return len(state['trajectory']) >= 2\n",
+        "answered_twice: the model answered",
+    ),
+    "the first answer never stored": (
+        "class DoubleCheckEnv(vf.MultiTurnEnv):\n"
+        "    async def setup_state(self, state):\n"
+        "        state['first_answer'] = None\n"
+        "        return state\n"
+        "    async def env_response(self, messages, state, **kwargs):\n"
+        "        return [vf.UserMessage(content=ARE_YOU_SURE)]\n"
+        "    @vf.stop\n"
+        "    async def answered_twice(self, state):\n"
+        "        return len(state['trajectory']) >= 2\n",
+        "env_response: after the first reply",
+    ),
+    "a reply after the end changes the state": (
+        "class DoubleCheckEnv(vf.MultiTurnEnv):\n"
+        "    async def setup_state(self, state):\n"
+        "        state['first_answer'] = None\n"
+        "        return state\n"
+        "    async def env_response(self, messages, state, **kwargs):\n"
+        "        state['first_answer'] = self.parser.parse_answer(messages)\n"
+        "        return [vf.UserMessage(content=ARE_YOU_SURE)]\n"
+        "    @vf.stop\n"
+        "    async def answered_twice(self, state):\n"
+        "        return len(state['trajectory']) >= 2\n",
+        "env_response: a reply sent after the second answer changed state['first_answer']",
+    ),
+    "no fallback on the first answer": (
+        "def final_answer(completion, state):\n    return PARSER.parse_answer(completion)\n",
+        "final_answer: for a second reply without a number",
+    ),
+    "the inherited stop kept": (
+        "class TripleCheckEnv(DoubleCheckEnv):\n"
+        "    @vf.stop\n"
+        "    async def answered_three_times(self, state):\n"
+        "        return len(state['trajectory']) >= 3\n",
+        "TripleCheckEnv: the model answered 2 times",
+    ),
 }
 
 
 @pytest.mark.parametrize("wrong", WRONG)
 def test_a_wrong_part_fails_with_one_sentence(wrong):
     code, words = WRONG[wrong]
-    namespace = notebook_namespace()
+    name = next(name for name in exercises.WORKSHOP if f"def {name}(" in code or f"class {name}(" in code)
+    namespace = notebook_namespace(exercises.WORKSHOP[name][0])
     exercises.run_source(code, namespace, f"<wrong: {wrong}>")
-    name = next(name for name in PARTS if f"def {name}(" in code)
     with pytest.raises(exercises.ExerciseError) as error:
         exercises.check(namespace[name])
     message = str(error.value)
@@ -149,33 +217,46 @@ def test_a_wrong_part_fails_with_one_sentence(wrong):
     assert error.value._render_traceback_() == [f"✗ {message}"]  # what Jupyter shows: one line
 
 
-def test_the_solutions_as_a_package_load_pass_the_check_and_score_like_the_reference(tmp_path, monkeypatch):
+REFERENCE = {"02_single_turn_env.ipynb": "reverse-text", "03_multi_turn_env.ipynb": "double-check"}
+SCRIPTS = {
+    "02_single_turn_env.ipynb": exercises.CHECK_REPLIES,
+    "03_multi_turn_env.ipynb": {
+        "right, right": lambda answer: [f"\\boxed{{{answer}}}", f"\\boxed{{{answer}}}"],
+        "right, wrong": lambda answer: [f"\\boxed{{{answer}}}", f"Sorry: {int(answer) + 1}"],
+        "wrong, right": lambda answer: [f"<answer>{int(answer) - 1}</answer>", f"It is {answer}."],
+        "right, no number": lambda answer: [f"So {answer}.", "Yes, I'm sure."],
+        "no number at all": lambda answer: ["I don't know.", "Sorry."],
+    },
+}
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_the_solutions_as_a_package_load_pass_the_check_and_score_like_the_reference(
+    notebook, tmp_path, monkeypatch, capsys
+):
     monkeypatch.setattr(workshop, "MY_ENVS", tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
-    namespace = notebook_namespace()
-    folder = workshop.write_package(
-        "my_reverse_text",
-        [namespace[name] for name in ("parse_reversed", "ReversedTextParser", "lcs_ratio", "lcs_reward")]
-        + [namespace["make_rubric"], namespace["load_environment"]],
-        constants={"SYSTEM_PROMPT": namespace["SYSTEM_PROMPT"]},
-        data={"DATA_FILE": namespace["DATA_FILE"]},
-    )
-    assert sorted(p.name for p in folder.iterdir()) == ["__init__.py", "reverse_text.jsonl"]
-    text = (folder / "__init__.py").read_text()
-    assert "course_lib" not in text and "import reverse_text" not in text
-    mine = vf.load_environment("my-reverse-text", num_eval_examples=20, seed=3)
-    assert sys.modules["my_reverse_text"].__file__ == str(folder / "__init__.py")
-    report = check_environment(lambda: vf.load_environment("my-reverse-text"), replies=200)
-    assert not report.problems, report
-    reference = vf.load_environment("reverse-text", num_eval_examples=20, seed=3)
-    table = workshop.compare(mine, reference, exercises.CHECK_REPLIES, items=4)
-    assert len(table) == 4 * len(exercises.CHECK_REPLIES) and table.same.all()
-    assert table.reference.nunique() > 3, "the replies must tell the rewards apart"
+    namespace = write_and_load(notebook, notebook_namespace(notebook))
+    name = namespace["folder"].name
+    assert namespace["folder"] == tmp_path / name
+    assert sorted(p.name for p in namespace["folder"].iterdir() if p.suffix) == ["__init__.py", f"{name[3:]}.jsonl"]
+    text = (namespace["folder"] / "__init__.py").read_text()
+    assert "course_lib" not in text and f"import {name[3:]}" not in text
+    assert sys.modules[name].__file__ == str(tmp_path / name / "__init__.py")
+    report = capsys.readouterr().out  # the check_environment report the notebook prints
+    for problem in ("crashes", "rewards NaN or out of range", "state changed after the end", "not deterministic"):
+        assert f"{problem:<32}0\n" in report, report
+    env_id = name.replace("_", "-")
+    mine = vf.load_environment(env_id, num_eval_examples=20, seed=3)
+    reference = vf.load_environment(REFERENCE[notebook], num_eval_examples=20, seed=3)
+    table = workshop.compare(mine, reference, SCRIPTS[notebook], items=4)
+    assert len(table) == 4 * len(SCRIPTS[notebook]) and table.same.all(), table
+    assert table.reference.nunique() > 1, "the replies must tell the rewards apart"
     # Copied alone: loads with only its own folder and site-packages on the path (-I), no course_lib.
     code = (
         f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import verifiers as vf\n"
-        "env = vf.load_environment('my-reverse-text', num_eval_examples=5)\n"
-        "assert not [m for m in sys.modules if m.split('.')[0] in ('course_lib', 'reverse_text')]\n"
+        f"env = vf.load_environment({env_id!r}, num_eval_examples=5)\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] in ('course_lib', 'reverse_text', 'double_check')]\n"
         "print(len(env.get_eval_dataset()))"
     )
     result = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=300)
@@ -186,15 +267,9 @@ def test_a_wrong_part_in_the_package_is_caught_by_the_comparison(tmp_path, monke
     """Catches: a comparison table that says "same" for environments that score differently."""
     monkeypatch.setattr(workshop, "MY_ENVS", tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
-    namespace = notebook_namespace()
+    namespace = notebook_namespace("02_single_turn_env.ipynb")
     exercises.run_source(WRONG["a format weight of 1"][0], namespace, "<wrong rubric>")
-    parts = ["parse_reversed", "ReversedTextParser", "lcs_ratio", "lcs_reward", "make_rubric", "load_environment"]
-    workshop.write_package(
-        "my_reverse_text",
-        [namespace[name] for name in parts],
-        constants={"SYSTEM_PROMPT": namespace["SYSTEM_PROMPT"]},
-        data={"DATA_FILE": namespace["DATA_FILE"]},
-    )
+    write_and_load("02_single_turn_env.ipynb", namespace)
     table = workshop.compare(
         vf.load_environment("my-reverse-text"), vf.load_environment("reverse-text"), exercises.CHECK_REPLIES, 2
     )
@@ -204,7 +279,7 @@ def test_a_wrong_part_in_the_package_is_caught_by_the_comparison(tmp_path, monke
 def test_a_part_that_uses_the_course_is_refused(tmp_path, monkeypatch):
     """Catches: a package that only works inside the course repository."""
     monkeypatch.setattr(workshop, "MY_ENVS", tmp_path)
-    namespace = notebook_namespace()
+    namespace = notebook_namespace("02_single_turn_env.ipynb")
     exercises.run_source(
         "def lcs_ratio(prediction, target):\n    return reverse_text.lcs_ratio(prediction, target)\n",
         namespace,
@@ -214,7 +289,9 @@ def test_a_part_that_uses_the_course_is_refused(tmp_path, monkeypatch):
         workshop.write_package("my_reverse_text", [namespace["lcs_ratio"]])
 
 
-def test_the_experiment_answer_is_checked(capsys):
+def test_the_experiment_answers_are_checked(capsys):
+    import pandas as pd
+
     import reverse_text
 
     share = exercises.noise_floor_share(reverse_text.lcs_ratio)
@@ -224,9 +301,14 @@ def test_the_experiment_answer_is_checked(capsys):
     exercises.check_noise_floor(round(share, 1))
     with pytest.raises(exercises.ExerciseError):
         exercises.check_noise_floor(0.3)  # the height of the grey line, not the share where the curve crosses it
+    table = pd.DataFrame({"changed_answer": [1.0, 0.0, 0.0, 1.0, 0.0]})
+    exercises.check_changed_share(0.4, table)
+    with pytest.raises(exercises.ExerciseError):
+        exercises.check_changed_share(2, table)  # a count, not a share
 
 
-def test_notebook_02_prints_no_library_source():
-    """The learner reads their own code in the cells; library source printouts are out of 02."""
-    sources = "".join("".join(cell["source"]) for cell in CELLS)
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_the_workshop_notebooks_print_no_library_source(notebook):
+    """The learner reads their own code in the cells; library source printouts are out."""
+    sources = "".join("".join(c["source"]) for c in json.loads((exercises.NOTEBOOKS / notebook).read_text())["cells"])
     assert "getsource" not in sources and "_answer_pending" not in sources
