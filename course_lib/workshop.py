@@ -128,6 +128,7 @@ def write_package(name: str, parts: list, constants: dict | None = None, data: d
         + "\n\n".join(part + "\n" if isinstance(part, str) else source(part) for part in parts)
     )
     (folder / "__init__.py").write_text(text)
+    shutil.rmtree(folder / "__pycache__", ignore_errors=True)  # a .pyc of the same second and size would be reused
     if str(MY_ENVS) not in sys.path:
         sys.path.insert(0, str(MY_ENVS))
     for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
