@@ -17,7 +17,7 @@ from course_lib.profiles import PROFILES
 
 NOTEBOOK = Path(__file__).parent.parent / "notebooks" / "01_rl_concepts.ipynb"
 CPU = PROFILES["cpu"].scratch
-LAB_STEPS = 200  # half the notebook's experiment budget: every symptom is already clear, in half the test time
+LAB_STEPS = CPU.experiment_steps  # the notebook's own runs, so these are the numbers it prints
 
 
 def _definitions(source: str) -> ast.Module:
@@ -78,7 +78,7 @@ def test_a_wrong_advantage_sign_does_not_learn(lesson, healthy):
     assert lesson["scores"](wrong)["wins vs random"] < lesson["scores"](healthy[0])["wins vs random"] - 0.4
 
 
-def test_lab_a_the_biased_opponent_is_memorised_and_the_check_catches_it(lesson):
+def test_lab_a_the_biased_opponent_is_memorised_and_the_check_catches_it(lesson, healthy):
     biased_opponent = lesson["first_optimal_opponent"]
     biased, _ = lesson["train"](LAB_STEPS, opponent=biased_opponent)
 
@@ -89,13 +89,14 @@ def test_lab_a_the_biased_opponent_is_memorised_and_the_check_catches_it(lesson)
     fair = lesson["opponent_move"]
     assert non_losses(biased, biased_opponent) >= 0.9  # looks perfect against its own opponent
     assert non_losses(biased, fair) <= 0.5  # and loses most games to the fair one
+    assert non_losses(healthy[0], fair) >= non_losses(biased, fair) + 0.2  # the fix: train against the fair one
     assert len(lesson["first_moves"](biased_opponent)) == 1 and len(lesson["first_moves"](fair)) > 1
 
 
 def test_lab_b_a_win_only_reward_gives_flat_groups_and_no_defence(lesson):
     flat, flat_history = lesson["train"](LAB_STEPS, opponents=(0.0, 0.0), reward=lesson["win_only_reward"])
     fixed, fixed_history = lesson["train"](LAB_STEPS, opponents=(0.0, 0.0))
-    assert flat_history["flat groups"].tail(50).mean() >= 0.8
+    assert flat_history["flat groups"].tail(50).mean() >= 0.9
     assert lesson["scores"](flat)["non-losses vs optimal"] <= 0.1
     assert lesson["scores"](fixed)["non-losses vs optimal"] >= 0.3
     assert fixed_history["flat groups"].tail(50).mean() < flat_history["flat groups"].tail(50).mean()
