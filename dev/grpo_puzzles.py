@@ -3,13 +3,16 @@ tic-tac-toe puzzles (issue 32, item 4). RESULTS.md, "GRPO on tic-tac-toe puzzles
 
 Every position the model (X) can face, from the game tree, with the answers the classic strategy
 accepts (`puzzles`): win now (any winning cell), block (the one cell that stops O's line), or,
-elsewhere, any optimal move (minimax). One prompt, one short answer <move>N</move>, reward 1 for
-an accepted cell, 0 otherwise, plus 0.2 for a legal cell (any empty one). Positions are split by
-symmetry class: a rotation or mirror of a training position is never held out.
+elsewhere, any optimal move (minimax). One prompt, one short answer (the move is the reply's first
+digit), reward 1 for an accepted cell, 0 otherwise, plus 0.2 for a legal cell (any empty one).
+Positions are split by symmetry class: a rotation or mirror of a training position is never held
+out. Known shortcut: a reply that copies the board names an empty cell (RESULTS.md).
 
-    python dev/grpo_puzzles.py measure --split train --items 100            # the start model's rates
-    python dev/grpo_puzzles.py train --output-dir outputs/puzzles/run1 --set grpo.max_steps=12 ...
-    python dev/grpo_puzzles.py evaluate --models START TRAINED --split heldout --out data/...
+    python3 dev/grpo_puzzles.py train --output-dir outputs/puzzles/confirm --bf16 --set grpo.max_steps=15 \
+        --set grpo.prompts_per_step=2 --set grpo.num_generations=8 --set grpo.micro_batch_size=16 \
+        --set grpo.learning_rate=5e-4
+    python3 dev/grpo_puzzles.py evaluate --trained outputs/puzzles/confirm/final --split heldout --items 200 --out DIR
+    python3 dev/grpo_puzzles.py transfer --trained outputs/puzzles/confirm/final --games 50 --out DIR
 """
 
 import argparse
