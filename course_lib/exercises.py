@@ -369,11 +369,17 @@ def check_lcs_reward(lcs_reward) -> str:
     return "lcs_reward scores the parsed block, and a reply without one gets 0.0."
 
 
-def _rewards(env, rows: int = 3) -> list[tuple]:
+def _same_rewards(env, reference, part: str, yours: str, hint: str = "", rows: int = 3) -> None:
+    """Raise, naming the first item and reply kind, where `env` and `reference` score CHECK_REPLIES differently."""
     from course_lib import workshop
 
-    table = workshop.score(env, CHECK_REPLIES, rows)
-    return list(table.itertuples(index=False))
+    mine, theirs = (workshop.score(e, CHECK_REPLIES, rows).itertuples(index=False) for e in (env, reference))
+    for (item, kind, got), (_, _, want) in zip(mine, theirs):
+        if not math.isclose(got, want, abs_tol=1e-9):
+            raise ExerciseError(
+                f"{part}: for item {item} and the reply '{kind}' {yours} gives {got:.4f}, the reference "
+                f"{want:.4f}{hint}"
+            )
 
 
 CHECK_REPLIES = {  # reply kind -> the reply to an item whose target is `answer`
@@ -402,12 +408,7 @@ def check_make_rubric(make_rubric) -> str:
             "and parser.get_format_reward_func() (named format_reward_func) with weight 0.2."
         )
     mine = vf.SingleTurnEnv(eval_dataset=reference.get_eval_dataset(), parser=reference.parser, rubric=rubric)
-    for (item, kind, got), (_, _, expected) in zip(_rewards(mine), _rewards(reference)):
-        if not math.isclose(got, expected, abs_tol=1e-9):
-            raise ExerciseError(
-                f"make_rubric: for item {item} and the reply '{kind}' your rubric gives {got:.4f}, the "
-                f"reference {expected:.4f}."
-            )
+    _same_rewards(mine, reference, "make_rubric", "your rubric", ".")
     return "make_rubric: your rubric scores like the reference, lcs_reward + 0.2 × format."
 
 
@@ -449,12 +450,7 @@ def check_load_environment(load_environment) -> str:
             f"{call}: the prompt starts with {_short(system)}; expected the system prompt, which tells "
             "the model to answer inside <reversed_text> tags (pass system_prompt= to vf.SingleTurnEnv)."
         )
-    for (item, kind, got), (_, _, want) in zip(_rewards(env), _rewards(reference)):
-        if not math.isclose(got, want, abs_tol=1e-9):
-            raise ExerciseError(
-                f"{call}: for item {item} and the reply '{kind}' your environment gives {got:.4f}, the "
-                f"reference {want:.4f}: do you pass your parser and rubric to vf.SingleTurnEnv?"
-            )
+    _same_rewards(env, reference, call, "your environment", ": do you pass your parser and rubric to vf.SingleTurnEnv?")
     return "load_environment: the reference's rows for a seed, and the same rewards for the same replies."
 
 
