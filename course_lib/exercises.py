@@ -657,3 +657,9 @@ WORKSHOP = {  # part -> (the notebook whose solution block defines it, its check
     "final_answer": ("03_multi_turn_env.ipynb", check_final_answer),
     "TripleCheckEnv": ("03_multi_turn_env.ipynb", check_triple_check_env),
 }
+# Notebooks 04 and 05 keep their checks in their own modules (they import ExerciseError and helpers from here).
+from course_lib.exercises_tictactoe import WORKSHOP as _TICTACTOE  # noqa: E402
+from course_lib.exercises_tools import WORKSHOP as _TOOLS  # noqa: E402
+
+assert not (WORKSHOP.keys() & _TOOLS.keys()) and not (WORKSHOP.keys() & _TICTACTOE.keys()), "part names must be unique"
+WORKSHOP |= _TOOLS | _TICTACTOE
