@@ -3,13 +3,17 @@
     COURSE_PROFILE=cpu python -m course_lib.run_notebooks [01 05 ...]
 
 Executed copies go to outputs/<profile>/notebooks/ next to the figures the notebooks write;
-a time per notebook is printed and saved to outputs/<profile>/run_times.json. Stops at the
-first failing notebook and says which cell failed.
+a table of times per notebook is printed at the end and saved to outputs/<profile>/timings.csv
+(one row per notebook run: when it finished, on which CPU, how long). Stops at the first failing
+notebook and says which cell failed.
 """
 
-import json
+import csv
+import os
+import platform
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import nbformat
@@ -46,13 +50,32 @@ def run(prefixes: list[str]) -> int:
             times[path.name] = round(time.monotonic() - start, 1)
         nbformat.write(notebook, out / path.name)
         print(f"✓ {path.name}: {times[path.name]:.0f} s", flush=True)
-    times_file = output_dir(profile) / "run_times.json"  # keep the times of notebooks not run now
-    recorded = json.loads(times_file.read_text()) if times_file.is_file() else {}
-    times_file.write_text(json.dumps({**recorded, **times}, indent=2, sort_keys=True))
     print(f"All {len(notebooks)} notebooks ran in {sum(times.values()) / 60:.1f} min:")
     for name, seconds in times.items():
         print(f"  {seconds:7.0f} s  {name}")
+    print(f"  {sum(times.values()):7.0f} s  in all; appended to {record_times(profile, times)}")
     return 0
+
+
+def cpu_name() -> str:
+    try:
+        return next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
+def record_times(profile, times: dict[str, float]) -> Path:
+    """Append this run's times to outputs/<profile>/timings.csv; earlier runs' rows stay."""
+    path = output_dir(profile) / "timings.csv"
+    new = not path.is_file()
+    recorded = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    host = f"{cpu_name()}, {os.cpu_count()} cores"
+    with path.open("a", newline="") as file:
+        writer = csv.writer(file)
+        if new:
+            writer.writerow(["notebook", "seconds", "recorded", "host"])
+        writer.writerows([name, seconds, recorded, host] for name, seconds in times.items())
+    return path
 
 
 if __name__ == "__main__":
