@@ -24,6 +24,7 @@ import random
 import re
 import time
 from dataclasses import dataclass, field
+from typing import Callable, NamedTuple
 
 import verifiers as vf
 
@@ -140,9 +141,29 @@ class CheckReport:
         return "\n".join(lines + [f"  - {problem}" for problem in problems[:10]])
 
 
+class RewardFunction(NamedTuple):
+    name: str
+    func: Callable
+    weight: float  # 0: a metric (logged, not rewarded)
+
+
+def reward_functions(env: vf.Environment) -> list[RewardFunction]:
+    """The rubric's functions with their names and weights, in the rubric's order.
+
+    verifiers 0.3.1 has no public accessor for them: this is the one place in the course that
+    reads the rubric's private `_get_reward_*` methods (a RubricGroup overrides them)."""
+    rubric = env.rubric
+    return [
+        RewardFunction(name, func, weight)
+        for name, func, weight in zip(
+            rubric._get_reward_func_names(), rubric._get_reward_funcs(), rubric._get_reward_weights(), strict=True
+        )
+    ]
+
+
 def reward_range(env: vf.Environment) -> tuple[float, float]:
     """The lowest and highest total reward if each reward function returns a value in [0, 1]."""
-    weights = env.rubric._get_reward_weights()
+    weights = [reward.weight for reward in reward_functions(env)]
     return sum(min(w, 0) for w in weights), sum(max(w, 0) for w in weights)
 
 

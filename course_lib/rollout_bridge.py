@@ -18,6 +18,7 @@ import asyncio
 import json
 from typing import Callable
 
+from course_lib.check_environment import reward_functions
 from course_lib.local_model import LocalModelClient, PrefixCache
 from course_lib.offline import run_coroutine
 
@@ -54,7 +55,7 @@ async def play_episodes(env, rows: list[dict], client: LocalModelClient, model_n
 
 def reward_names_and_weights(env) -> list[tuple[str, float]]:
     """The rubric's functions and weights; weight 0 are metrics (logged, not rewarded)."""
-    return list(zip(env.rubric._get_reward_func_names(), env.rubric._get_reward_weights()))
+    return [(reward.name, reward.weight) for reward in reward_functions(env)]
 
 
 def trl_reward_functions(env) -> tuple[list[Callable], list[float]]:

@@ -16,6 +16,7 @@ import verifiers as vf
 import double_check
 import reverse_text
 import tictactoe
+from course_lib.check_environment import reward_functions
 from course_lib.play import Game, IllegalMove, expert_answer
 from course_lib.scripted_client import ScriptedClient
 from tictactoe import LinearXMLParser, tag_contents
@@ -38,7 +39,7 @@ def assistant(text: str) -> list[dict]:
 
 MOVE_PARSER = tictactoe.MoveParser()
 REVERSE_ENV = reverse_text.load_environment(num_eval_examples=5)
-LCS_REWARD, FORMAT_REWARD = REVERSE_ENV.rubric._get_reward_funcs()[:2]
+LCS_REWARD, FORMAT_REWARD = [reward.func for reward in reward_functions(REVERSE_ENV)[:2]]
 
 
 def test_whitespace_after_an_unclosed_move_tag_is_judged_fast():

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from course_lib.check_environment import reward_functions
 from course_lib.scripted_client import ScriptedClient
 from tictactoe import (
     SYSTEM_PROMPT,
@@ -155,7 +156,7 @@ def test_prompt_has_the_system_prompt_and_explains_the_format():
 
 def test_rubric_weights_are_win_1_format_0_2_invalid_minus_0_1_and_metrics_0():
     """Catches: a reward function silently weighted as a metric, or the reverse."""
-    weights = dict(zip(ENV.rubric._get_reward_func_names(), ENV.rubric._get_reward_weights()))
+    weights = {reward.name: reward.weight for reward in reward_functions(ENV)}
     assert weights == {
         "win_reward": 1.0,
         "format_reward": 0.2,
