@@ -14,7 +14,7 @@ from course_lib import rollout_bridge
 from course_lib.hardware import cuda_capability, precision, score_answer_tokens_only_on_cpu, training_dtype
 from course_lib.local_model import register_grouped_query_sdpa
 from course_lib.profiles import Profile
-from course_lib.sft import lora_config
+from course_lib.sft import experiment_logging, lora_config
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
 
@@ -57,7 +57,7 @@ def grpo_config(profile: Profile, output_dir: Path, reward_weights: list[float],
         logging_steps=1,
         save_steps=max(1, profile.grpo.max_steps // 4),
         save_total_limit=2,
-        report_to="none",
+        **experiment_logging(f"grpo-{profile.name}-{Path(output_dir).name}"),
         seed=0,
         use_cpu=capability is None,
         bf16=dtype == "bfloat16",

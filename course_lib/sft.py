@@ -17,7 +17,10 @@ Read top to bottom:
 Regenerate the shipped dataset (deterministic, a few seconds): `python -m course_lib.sft`
 """
 
+import importlib.util
 import json
+import os
+from datetime import datetime
 from pathlib import Path
 
 from course_lib.data_files import read_jsonl
@@ -222,7 +225,7 @@ def sft_config(profile: Profile, output_dir: Path, **overrides):
         max_length=MAX_LENGTH,
         logging_steps=1,
         save_strategy="no",  # minutes of training: we save the final model only
-        report_to="none",
+        **experiment_logging(f"sft-{profile.name}-{Path(output_dir).name}"),
         seed=0,
         use_cpu=capability is None,
         bf16=dtype == "bfloat16",  # SFTConfig's default True fails on CPU and is emulated on a T4
@@ -231,6 +234,19 @@ def sft_config(profile: Profile, output_dir: Path, **overrides):
     )
     settings.update(overrides)
     return SFTConfig(**settings)
+
+
+TRACKIO_PROJECT = "llm-rl-environments"
+
+
+def experiment_logging(run_name: str) -> dict:
+    """TRL's logger settings: trackio where it is installed (local, no account: its dashboard is
+    `trackio show --project llm-rl-environments`), else none; COURSE_TRACKIO=0 turns it off. GRPO uses it too."""
+    if os.environ.get("COURSE_TRACKIO") == "0" or importlib.util.find_spec("trackio") is None:
+        return dict(report_to="none")
+    print(f"Curves also go to trackio: run `trackio show --project {TRACKIO_PROJECT}` to see them in a browser.")
+    started = datetime.now().strftime("%m%d-%H%M")  # one run per training, not one growing curve per name
+    return dict(report_to="trackio", project=TRACKIO_PROJECT, run_name=f"{run_name}-{started}")
 
 
 def lora_config(use_lora: bool, rank: int = 16):

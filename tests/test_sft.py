@@ -316,3 +316,25 @@ def test_sft_config_fits_the_profile():
     assert config.learning_rate == profile.sft.learning_rate and config.num_train_epochs == profile.sft.epochs
     assert sft.lora_config(profile.sft.use_lora) is None
     assert all(sft.lora_config(PROFILES[name].sft.use_lora) is not None for name in ("gpu", "full"))
+
+
+def test_training_logs_to_trackio_where_installed_and_not_when_switched_off(monkeypatch):
+    """Catches: the SFT or GRPO config logging to nothing although trackio is installed, or needing it."""
+    import importlib.util
+
+    from course_lib import grpo
+
+    monkeypatch.delenv("COURSE_TRACKIO", raising=False)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "trackio" else None)
+    assert sft.experiment_logging("x")["report_to"] == "trackio"
+    assert sft.experiment_logging("x")["project"] == sft.TRACKIO_PROJECT
+    for config in (
+        sft.sft_config(PROFILES["smoke"], "/tmp/unused"),
+        grpo.grpo_config(PROFILES["smoke"], "/tmp/unused", [1.0]),
+    ):
+        assert config.report_to == ["trackio"] and config.run_name.startswith(("sft-smoke-unused", "grpo-smoke-unused"))
+    monkeypatch.setenv("COURSE_TRACKIO", "0")
+    assert sft.experiment_logging("x") == {"report_to": "none"}
+    monkeypatch.delenv("COURSE_TRACKIO")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    assert sft.experiment_logging("x") == {"report_to": "none"}
