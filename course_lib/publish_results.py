@@ -1,0 +1,110 @@
+"""Publish the executed notebooks of a course run, so a reader on GitHub sees every output and figure.
+
+    make course                                   # runs the notebooks; executed copies in outputs/cpu/notebooks/
+    python -m course_lib.publish_results [cpu]    # copies them to executed/<profile>/, figures compressed
+
+A copy is published only if its code is the notebook's current code (a stale copy would show results
+the code no longer gives: it is listed, with the command that refreshes it). Each published copy
+opens with a note saying which run made it (profile, start, duration, from the cells' own timestamps);
+figures are re-encoded as 256-colour PNGs (about 3x smaller, no visible change for line plots).
+"""
+
+import base64
+import io
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from PIL import Image
+
+from course_lib.profiles import PROFILES, output_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+PUBLISHED = ROOT / "executed"
+
+
+def code_of(notebook: dict) -> list[str]:
+    return ["".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code"]
+
+
+def smaller_png(data: str) -> str:
+    """The base64 PNG as a 256-colour PNG, when that is smaller."""
+    image = Image.open(io.BytesIO(base64.b64decode(data)))
+    buffer = io.BytesIO()
+    image.convert("RGB").quantize(256).save(buffer, format="PNG", optimize=True)
+    smaller = base64.b64encode(buffer.getvalue()).decode()
+    return smaller if len(smaller) < len(data) else data
+
+
+def run_window(notebook: dict) -> tuple[datetime, float] | None:
+    """When the run started and how long it took, from the timestamps nbclient writes in each cell."""
+    stamps = [
+        datetime.fromisoformat(time.replace("Z", "+00:00"))
+        for cell in notebook["cells"]
+        for key, time in cell.get("metadata", {}).get("execution", {}).items()
+        if key in ("iopub.execute_input", "shell.execute_reply")
+    ]
+    return (min(stamps), (max(stamps) - min(stamps)).total_seconds()) if stamps else None
+
+
+def publish(profile_name: str = "cpu") -> list[str]:
+    """Publish the current executed copies; return the notebooks left out, with why."""
+    source_dir = output_dir(PROFILES[profile_name]) / "notebooks"
+    target = PUBLISHED / profile_name
+    target.mkdir(parents=True, exist_ok=True)
+    left_out = []
+    for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
+        code, executed_path, published = (
+            code_of(json.loads(path.read_text())),
+            source_dir / path.name,
+            target / path.name,
+        )
+        executed = json.loads(executed_path.read_text()) if executed_path.is_file() else None
+        if executed is None or code_of(executed) != code or run_window(executed) is None:
+            if published.is_file() and code_of(json.loads(published.read_text())) == code:
+                continue  # the copy published earlier still shows this code
+            published.unlink(missing_ok=True)  # results the code no longer gives are not shown
+            why = "its executed copy is older than its code" if executed else f"not run in the {profile_name} profile"
+            left_out.append(f"{path.name}: {why}")
+            continue
+        for cell in executed["cells"]:
+            for output in cell.get("outputs", []):
+                if "image/png" in output.get("data", {}):
+                    output["data"]["image/png"] = smaller_png(output["data"]["image/png"])
+        started, seconds = run_window(executed)
+        executed["cells"].insert(
+            0,
+            {
+                "cell_type": "markdown",
+                "id": "executed-copy-note",
+                "metadata": {},
+                "source": [
+                    f"> **Executed copy** of `notebooks/{path.name}`, run in the `{profile_name}` profile on "
+                    f"{started:%Y-%m-%d %H:%M} UTC ({seconds / 60:.1f} min from its first cell to its last); "
+                    f"outputs as that run made them. To run it yourself, open "
+                    f"[`notebooks/{path.name}`](../../notebooks/{path.name})."
+                ],
+            },
+        )
+        published.write_text(json.dumps(executed, indent=1, ensure_ascii=False) + "\n")
+    return left_out
+
+
+def main(argv: list[str]) -> int:
+    if argv and argv[0] not in PROFILES:
+        print(__doc__)
+        return 0 if argv[0] in ("-h", "--help") else 2
+    profile_name = argv[0] if argv else "cpu"
+    left_out = publish(profile_name)
+    published = sorted((PUBLISHED / profile_name).glob("*.ipynb"))
+    size = sum(p.stat().st_size for p in published) / 1e6
+    print(f"{len(published)} executed notebooks in executed/{profile_name}/ ({size:.1f} MB)")
+    for line in left_out:
+        print(f"  not published: {line} (COURSE_PROFILE={profile_name} python -m course_lib.run_notebooks NN)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,71 @@
+"""The executed copies a reader sees on GitHub: only a copy whose code is the notebook's current code
+is published, with a note on the run that made it, and its figures get smaller, not different."""
+
+import base64
+import io
+import json
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from course_lib import publish_results  # noqa: E402
+
+
+def figure_png() -> str:
+    figure, axis = plt.subplots(figsize=(4, 3))
+    axis.plot(range(50), [i**0.5 for i in range(50)], label="a curve")
+    axis.legend()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100)
+    plt.close(figure)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def notebook(code: str, image: str | None = None) -> dict:
+    cell = {"cell_type": "code", "id": "c1", "metadata": {}, "source": [code], "outputs": [], "execution_count": None}
+    if image:
+        cell["metadata"]["execution"] = {
+            "iopub.execute_input": "2026-11-25T10:00:00.000000Z",
+            "shell.execute_reply": "2026-11-25T10:02:30.000000Z",
+        }
+        cell["outputs"] = [{"output_type": "display_data", "metadata": {}, "data": {"image/png": image}}]
+    return {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+
+
+def test_only_current_copies_are_published_with_their_run_and_smaller_figures(tmp_path, monkeypatch):
+    """Catches: a stale executed copy shown as the course's result; a published copy deleted because
+    this clone has no outputs/; a figure made larger or unreadable."""
+    notebooks, outputs, published = tmp_path / "notebooks", tmp_path / "outputs", tmp_path / "executed"
+    (outputs / "notebooks").mkdir(parents=True)
+    notebooks.mkdir()
+    monkeypatch.setattr(publish_results, "NOTEBOOKS", notebooks)
+    monkeypatch.setattr(publish_results, "PUBLISHED", published)
+    monkeypatch.setattr(publish_results, "output_dir", lambda profile: outputs)
+    image = figure_png()
+    for name, code in (("01_a.ipynb", "plot()"), ("02_b.ipynb", "new_code()")):
+        (notebooks / name).write_text(json.dumps(notebook(code)))
+    (outputs / "notebooks" / "01_a.ipynb").write_text(json.dumps(notebook("plot()", image)))
+    (outputs / "notebooks" / "02_b.ipynb").write_text(json.dumps(notebook("old_code()", image)))
+
+    left_out = publish_results.publish("cpu")
+
+    assert left_out == ["02_b.ipynb: its executed copy is older than its code"]
+    copy = json.loads((published / "cpu" / "01_a.ipynb").read_text())
+    assert "2026-11-25 10:00 UTC (2.5 min" in copy["cells"][0]["source"][0]
+    shown = copy["cells"][1]["outputs"][0]["data"]["image/png"]
+    assert len(shown) <= len(image)
+    before, after = (Image.open(io.BytesIO(base64.b64decode(x))).convert("RGB") for x in (image, shown))
+    assert (
+        before.size == after.size
+        and max(abs(a - b) for a, b in zip(before.getpixel((200, 150)), after.getpixel((200, 150)))) < 16
+    )
+
+    (outputs / "notebooks" / "01_a.ipynb").unlink()  # a fresh clone: nothing under outputs/
+    assert publish_results.publish("cpu") == ["02_b.ipynb: its executed copy is older than its code"]
+    assert (published / "cpu" / "01_a.ipynb").is_file()  # still current: kept
+    (notebooks / "01_a.ipynb").write_text(json.dumps(notebook("plot(changed=True)")))
+    assert publish_results.publish("cpu")[0] == "01_a.ipynb: not run in the cpu profile"
+    assert not (published / "cpu" / "01_a.ipynb").exists()  # its results no longer hold
