@@ -10,10 +10,11 @@ every request that arrives while the model is busy and answers them together:
     game 2 ──┼─> pending ─> one left-padded batch ───┼──> game 2 ...
     game 64 ─┘             (generate, in a thread)   └──> game 64 ...
 
-Two things make a batch of long games cheap on a CPU. A prefix cache keeps each game's attention
-keys and values between turns, so a turn costs only its new tokens. And each batch's cache is
-allocated once, with attention reading the grouped key/value heads in place: transformers'
-defaults copy the whole cache at every token, twice over.
+A prefix cache makes a batch of long games cheap: it keeps each game's attention keys and values
+between turns, so a turn costs only its new tokens. This module uses transformers' public API only
+(`generate`, `DynamicCache`); `LocalModel` also takes the speed-ups of `course_lib.fast_generation`
+(a cache allocated once per batch, attention that reads grouped key/value heads in place) when that
+module is on and tested with the installed transformers, and stock `generate` otherwise.
 
 It also keeps each conversation as token ids, turn by turn, which GRPO needs (the rollout bridge
 uses this same client with the model being trained). `LocalModel` loads a checkpoint and gives a
@@ -29,51 +30,37 @@ from typing import Callable
 import numpy as np
 import torch
 import verifiers as vf
-from transformers import AttentionInterface, AttentionMaskInterface, AutoModelForCausalLM, AutoTokenizer, DynamicCache
-from transformers.cache_utils import DynamicLayer
-from transformers.masking_utils import sdpa_mask
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 from verifiers.types import Response, ResponseMessage, ResponseTokens, Usage
 
 # generate_batch(list of prompt token ids, sampling) -> list of (completion ids, logprobs), where
 # sampling = {"max_tokens": int, "temperature": float, "top_p": float}
 GenerateBatch = Callable[[list[list[int]], dict], list[tuple[list[int], list[float]]]]
+# make_cache(model, capacity, cached, width) -> the batch's cache holding `cached` left-padded to `width`
+MakeCache = Callable[[object, int, list, int], DynamicCache]
 SAMPLING_KEYS = ("max_tokens", "temperature", "top_p")
 # Models whose cache is one plain (keys, values) pair per layer, the layout PrefixCache slices (tested on
 # SmolLM2, a Llama); others (e.g. LFM2's convolution states) generate without it.
 PREFIX_CACHE_MODEL_TYPES = {"llama"}
 MIN_SHARED_PREFIX = 16  # tokens a prompt must share with an earlier sequence before its KV cache is reused
-GROUPED_QUERY_SDPA = "sdpa_grouped_query"  # the attention LocalModel (and CPU GRPO) loads models with
 # Every batch of the process is generated on this one thread. Each thread gets its own malloc arena, so
 # batches on asyncio.to_thread's changing threads left their freed buffers scattered over several
 # arenas: a 200-game evaluation at 64 games a batch peaked at 13-16 GB instead of a few.
 GENERATION_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="generate")
 
 
-def _sdpa_grouped_query(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
-    """transformers' "sdpa" attention without its copy of the keys and values once per query head.
+def fast_path():
+    """The module `course_lib.fast_generation` when it is on and tested here, else None (it prints why not)."""
+    from course_lib import fast_generation
 
-    SmolLM2 has 9 query heads sharing 3 key/value heads. With a padding mask (every batch of
-    games has one), transformers' "sdpa" repeats the cached keys and values 3 times at every
-    layer and token; torch's own `enable_gqa` reads them in place, the same numbers. On two cores
-    that copy made a decoding step 3.6x slower at 32 games with 600 cached tokens each."""
-    out = torch.nn.functional.scaled_dot_product_attention(
-        query,
-        key,
-        value,
-        attn_mask=attention_mask,
-        dropout_p=dropout if module.training else 0.0,
-        scale=scaling,
-        enable_gqa=True,
-        is_causal=query.shape[2] > 1 and attention_mask is None,
-    )
-    return out.transpose(1, 2).contiguous(), None
+    return fast_generation if fast_generation.enabled() else None
 
 
 def register_grouped_query_sdpa() -> str:
-    """Make `attn_implementation=GROUPED_QUERY_SDPA` loadable (masks as for "sdpa"); returns the name."""
-    AttentionInterface.register(GROUPED_QUERY_SDPA, _sdpa_grouped_query)
-    AttentionMaskInterface.register(GROUPED_QUERY_SDPA, sdpa_mask)
-    return GROUPED_QUERY_SDPA
+    """The attention the fast path loads models with, or stock "sdpa" when it is off.
+    Kept for course_lib/grpo.py until it loads its model with stock attention."""
+    fast = fast_path()
+    return fast.register_grouped_query_sdpa() if fast is not None else "sdpa"
 
 
 class LocalModelClient(vf.Client):
@@ -221,6 +208,7 @@ def sample_batch(
     with_logprobs: bool = False,
     cached=None,
     return_cache: bool = False,
+    make_cache: MakeCache | None = None,
 ):
     """Sample one completion per prompt with transformers `generate` on a left-padded batch.
 
@@ -230,6 +218,8 @@ def sample_batch(
     per layer, each [kv heads, tokens, head dim]); the model then runs only the rest of each prompt,
     laid out as [pad, cached tokens, pad, rest] so every sequence ends where generation starts.
     With `return_cache`, also returns each sequence's own cache in that form, and the ids it covers.
+    `make_cache`: builds the batch's cache (`course_lib.fast_generation.preallocated_cache`); by
+    default transformers' DynamicCache.
     """
     cached = cached or [None] * len(prompts)
     done = [0 if kv is None else kv[0][0].shape[1] for kv in cached]
@@ -241,12 +231,8 @@ def sample_batch(
     for ids, length, rest in zip(prompts, done, rests):
         input_ids.append([pad] * (width_done - length) + ids[:length] + [pad] * (width_rest - rest) + ids[length:])
         attention_mask.append([0] * (width_done - length) + [1] * length + [0] * (width_rest - rest) + [1] * rest)
-    past = DynamicCache(config=model.config)
     capacity = width_done + width_rest + sampling["max_tokens"]
-    # Attention layers only: others (e.g. LFM2's convolution states) keep the layer the model needs.
-    past.layers = [PreallocatedLayer(capacity) if type(layer) is DynamicLayer else layer for layer in past.layers]
-    if width_done:
-        _fill_cache(past.layers, cached, width_done)
+    past = (make_cache or dynamic_cache)(model, capacity, cached, width_done)
     del cached  # the batch's buffers hold a copy now: free the caches before generating
     with torch.inference_mode():
         out = model.generate(
@@ -290,41 +276,23 @@ def sample_batch(
     return results, caches
 
 
-def _fill_cache(layers, cached, width: int) -> None:
-    """Write per-prompt caches of different lengths into a batch's empty layers, left-padded with
-    zeros to `width`, straight into their buffers (no batch-sized copy in between)."""
-    example = next(kv for kv in cached if kv is not None)
-    heads, _, head_dim = example[0][0].shape
-    for index, layer in enumerate(layers):
-        zeros = example[index][0].new_zeros(len(cached), heads, width, head_dim)
-        layer.update(zeros, zeros)  # allocates the layer's buffers
-        for row, kv in enumerate(cached):
-            if kv is not None:
-                length = kv[index][0].shape[1]
-                layer.key_buffer[row, :, width - length : width] = kv[index][0]
-                layer.value_buffer[row, :, width - length : width] = kv[index][1]
-
-
-class PreallocatedLayer(DynamicLayer):
-    """A DynamicLayer that writes each new token into buffers sized once for the whole generation,
-    where DynamicLayer copies its whole cache to append one token (torch.cat)."""
-
-    def __init__(self, capacity: int):
-        super().__init__()
-        self.capacity = capacity
-
-    def update(self, key_states, value_states, *args, **kwargs):
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-            batch, heads, _, head_dim = key_states.shape
-            self.key_buffer = key_states.new_empty(batch, heads, self.capacity, head_dim)
-            self.value_buffer = value_states.new_empty(batch, heads, self.capacity, head_dim)
-            self.length = 0
-        start, self.length = self.length, self.length + key_states.shape[-2]
-        self.key_buffer[:, :, start : self.length] = key_states
-        self.value_buffer[:, :, start : self.length] = value_states
-        self.keys, self.values = self.key_buffer[:, :, : self.length], self.value_buffer[:, :, : self.length]
-        return self.keys, self.values
+def dynamic_cache(model, capacity: int, cached: list, width: int) -> DynamicCache:
+    """transformers' DynamicCache holding `cached` (per prompt, None or one (keys, values) pair per
+    layer, [kv heads, tokens, head dim]) left-padded with zeros to `width`; `capacity` is unused."""
+    past = DynamicCache(config=model.config)
+    if width:
+        example = next(kv for kv in cached if kv is not None)
+        heads, _, head_dim = example[0][0].shape
+        for index in range(len(example)):
+            keys = example[index][0].new_zeros(len(cached), heads, width, head_dim)
+            values = torch.zeros_like(keys)
+            for row, kv in enumerate(cached):
+                if kv is not None:
+                    length = kv[index][0].shape[1]
+                    keys[row, :, width - length :] = kv[index][0]
+                    values[row, :, width - length :] = kv[index][1]
+            past.update(keys, values, index)
+    return past
 
 
 class PrefixCache:
@@ -332,8 +300,9 @@ class PrefixCache:
     like one of them (the next turn of the same game, or any game's system prompt) feeds the model
     only its new tokens: a game's turn costs its new tokens, not the whole conversation again."""
 
-    def __init__(self, max_entries: int):
+    def __init__(self, max_entries: int, make_cache: MakeCache | None = None):
         self.max_entries = max_entries  # each entry holds its tokens' KV: ~46 kB a token for the 135M model
+        self.make_cache = make_cache  # how sample_batch builds a batch's cache (default: DynamicCache)
         self.entries: list[tuple[list[int], list]] = []  # (ids, per-layer (keys, values)), oldest first
 
     def lookup(self, ids: list[int]):
@@ -361,9 +330,16 @@ class PrefixCache:
         """`sample_batch`, reusing what this cache holds and keeping the new sequences' caches.
         Only while the weights stay the same: a training step makes every entry stale."""
         if model.config.model_type not in PREFIX_CACHE_MODEL_TYPES:
-            return sample_batch(model, tokenizer, prompts, sampling, with_logprobs)
+            return sample_batch(model, tokenizer, prompts, sampling, with_logprobs, make_cache=self.make_cache)
         results, caches = sample_batch(  # no reference to the looked-up caches here: the batch frees them
-            model, tokenizer, prompts, sampling, with_logprobs, [self.lookup(ids) for ids in prompts], return_cache=True
+            model,
+            tokenizer,
+            prompts,
+            sampling,
+            with_logprobs,
+            [self.lookup(ids) for ids in prompts],
+            return_cache=True,
+            make_cache=self.make_cache,
         )
         for ids, kv in caches:
             self.add(ids, kv)
@@ -375,20 +351,25 @@ class LocalModel:
 
     Same interface as `course_lib.serving.Server`: `.client` (for `env.evaluate`), `.model` (the
     name to put in requests), `.chat(...)`, `.stop()`, and `with LocalModel(path) as model:`.
+    Generates with `course_lib.fast_generation` when it is on (`.fast` says which), stock `generate` otherwise.
     """
 
     def __init__(self, model_path: str, max_batch_size: int = 64):
         self.model = str(model_path)
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        fast = fast_path()
+        self.fast = fast is not None
         # float32: CPUs without native bf16 run it many times slower
         self.network = AutoModelForCausalLM.from_pretrained(
-            model_path, dtype=torch.float32, attn_implementation=register_grouped_query_sdpa()
+            model_path,
+            dtype=torch.float32,
+            attn_implementation=fast.register_grouped_query_sdpa() if self.fast else "sdpa",
         ).eval()
         defaults = self.network.generation_config
         self.sampling = {"max_tokens": 256, "temperature": defaults.temperature or 1.0, "top_p": defaults.top_p or 1.0}
         self.max_batch_size = max_batch_size
         self._client: LocalModelClient | None = None
-        self.prefix_cache = PrefixCache(max_entries=max_batch_size)
+        self.prefix_cache = PrefixCache(max_batch_size, fast.preallocated_cache if self.fast else None)
 
     def generate_batch(self, prompts: list[list[int]], sampling: dict):
         """One batch, reusing the KV cache of what each prompt shares with earlier sequences: the
