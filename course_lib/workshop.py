@@ -151,15 +151,22 @@ class Scripted(OfflineClient):
 
 def score(env, replies: dict, items: int) -> pd.DataFrame:
     """Play each reply (kind -> a function of the item's answer that returns the reply, or a list of
-    replies, one per turn) on the first `items` evaluation items of `env`, through env.rollout and
-    env.rubric as in an evaluation; one row per item and reply."""
+    replies, one per turn; or a client that plays every item itself, such as the scripted wiki expert)
+    on the first `items` evaluation items of `env`, through env.rollout and env.rubric as in an
+    evaluation; one row per item and reply."""
     rows = env.get_eval_dataset().select(range(items)).to_list()
 
     async def play():
         table = []
         for row in rows:
             states = [
-                await env.rollout(dict(row), Scripted(make(row["answer"])), "scripted", {}) for make in replies.values()
+                await env.rollout(
+                    dict(row),
+                    make if isinstance(make, OfflineClient) else Scripted(make(row["answer"])),
+                    "scripted",
+                    {},
+                )
+                for make in replies.values()
             ]
             await env.rubric.score_group(states)
             table += [(row["example_id"], kind, state["reward"]) for kind, state in zip(replies, states)]
