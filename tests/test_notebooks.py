@@ -18,8 +18,48 @@ setup()"""
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 
 
-def test_the_course_has_its_twelve_notebooks_in_order():
-    assert [p.name[:2] for p in NOTEBOOKS] == [f"{i:02d}" for i in range(12)]
+def test_the_course_has_its_thirteen_notebooks_in_order():
+    """Catches: a notebook missing, misnumbered or added without updating the lists of notebooks
+    (README's table, notebook 00's map, CONTRIBUTING): 00-11 the course, 12 the appendix."""
+    assert [p.name[:2] for p in NOTEBOOKS] == [f"{i:02d}" for i in range(13)]
+    assert NOTEBOOKS[-1].name == "12_appendix_infrastructure.ipynb"
+
+
+def getsource_count(path: Path) -> int:
+    return sum("".join(cell["source"]).count("getsource") for cell in json.loads(path.read_text())["cells"])
+
+
+GETSOURCE_LIMIT = 15  # printouts of library source across the course (CONTRIBUTING: "15 such printouts at most")
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="issue 33: other notebooks still print more library source than the limit; "
+    "the counts are being cut notebook by notebook (remove this mark once the test passes)",
+)
+def test_the_course_prints_library_source_at_most_15_times():
+    """Catches: lessons turned back into reading engine internals (`inspect.getsource` of library
+    code) instead of code the learner writes."""
+    counts = {path.name: getsource_count(path) for path in NOTEBOOKS}
+    assert sum(counts.values()) <= GETSOURCE_LIMIT, counts
+
+
+def test_start_here_prints_no_source_and_the_appendix_at_most_once():
+    """Catches: notebook 00, the course's first screen, filled again with library internals, or the
+    appendix growing into a source listing."""
+    by_name = {path.name: path for path in NOTEBOOKS}
+    assert getsource_count(by_name["00_start_here.ipynb"]) == 0
+    assert getsource_count(by_name["12_appendix_infrastructure.ipynb"]) <= 1
+
+
+def test_readme_lists_every_notebook_with_a_colab_badge():
+    """Catches: a notebook added (or renamed) without its row in the README's table, or a row whose
+    Colab link opens another notebook."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    for path in NOTEBOOKS:
+        assert f"](notebooks/{path.name})" in readme, f"README has no row linking {path.name}"
+        colab = f"https://colab.research.google.com/github/llm-rl-course/llm-rl-environments/blob/main/notebooks/{path.name}"
+        assert colab in readme, f"README has no Colab badge for {path.name}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
