@@ -12,9 +12,12 @@ and later notebooks compare against these numbers with the same seed.
 """
 
 import asyncio
+import contextlib
+import hashlib
 import json
 import math
 import numbers
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -319,6 +322,101 @@ def saved_result(
         return None
     rows = pd.read_csv(games_path)
     return EvalResult(summary=summary, games=rows[rows["player"] == player].reset_index(drop=True), transcripts=[])
+
+
+# --- One evaluation service: each (weights, opponent, games, budget) is played once -----------------
+
+STORE = "evaluations"  # outputs/<profile>/evaluations/<model>-<opponent>-<key hash>/
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.gguf")
+
+
+def weights_fingerprint(model: str) -> str:
+    """A checkpoint folder's weights as names, sizes and modification times (retraining into the
+    same folder changes it); a Hub id or a name stands for itself."""
+    path = Path(model)
+    files = sorted(f for pattern in WEIGHT_FILES for f in path.glob(pattern)) if path.is_dir() else []
+    return ";".join(f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files) or model
+
+
+def evaluation_key(profile, model: str, opponent: str, games: int, seed: int, max_turns: int) -> dict:
+    """What decides an evaluation's games: the weights, the opponent, the games, the turn and token caps."""
+    model = str(Path(model).resolve()) if Path(model).exists() else model
+    return {
+        "model": model,
+        "weights": weights_fingerprint(model),
+        "opponent": opponent,
+        "games": games,
+        "seed": seed,
+        "max_turns": max_turns,
+        "sampling": turn_sampling_args(profile),
+    }
+
+
+def stored_evaluation(profile, key: dict) -> Path:
+    from course_lib.profiles import output_dir
+
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    return output_dir(profile) / STORE / f"{Path(key['model']).name}-{key['opponent']}-{digest}"
+
+
+async def evaluate_model(
+    profile,
+    model: str,
+    player: str,
+    games: int,
+    *,
+    opponents=tuple(OPPONENTS),
+    seed: int = EVAL_SEED,
+    max_turns: int = MAX_TURNS,
+    llm=None,
+) -> EvalResult:
+    """`model` (a checkpoint folder, or the profile's model from `resolve_model`) as `player` in
+    `games` games per opponent. Each opponent's games are played once per weights and budget and
+    stored under outputs/<profile>/evaluations/: whichever notebook asks again, in this run or a
+    later one, gets the stored games instead of replaying them (same seed, so the same games).
+    `llm`: an already started model to play with; otherwise one is started if anything is missing."""
+    check_games_and_opponents(games, opponents)
+    keys = {opponent: evaluation_key(profile, model, opponent, games, seed, max_turns) for opponent in opponents}
+    folders = {opponent: stored_evaluation(profile, key) for opponent, key in keys.items()}
+    missing = [opponent for opponent, folder in folders.items() if not (folder / "games.csv").is_file()]
+    if missing:
+        from course_lib.serving import start_model
+
+        start = time.monotonic()
+        with contextlib.nullcontext(llm) if llm is not None else start_model(profile, model_path=model) as playing:
+            result = await evaluate_player(
+                playing.client,
+                playing.model,
+                player,
+                games,
+                sampling_args=turn_sampling_args(profile),
+                max_concurrent=profile.max_concurrent,
+                opponents=missing,
+                seed=seed,
+                max_turns=max_turns,
+                out_dir=folders[missing[0]].parent / "playing",
+            )
+        print(f"{player}: {games * len(missing)} games in {(time.monotonic() - start) / 60:.1f} min")
+        for opponent in missing:
+            folder = folders[opponent]
+            folder.mkdir(parents=True, exist_ok=True)
+            result.summary[result.summary["opponent"] == opponent].to_csv(folder / "summary.csv", index=False)
+            result.games[result.games["opponent"] == opponent].to_csv(folder / "games.csv", index=False)
+            (folder / "key.json").write_text(json.dumps(keys[opponent], indent=2))
+            played = next(path for path in result.transcripts if path.stem.endswith(f"_{opponent}"))
+            played.replace(folder / "transcripts.jsonl")
+    parts = []
+    for opponent, folder in folders.items():
+        if opponent not in missing:
+            print(f"{player} vs {opponent}: the stored games of this model ({folder.name}), not replayed")
+        parts.append(
+            EvalResult(
+                summary=pd.read_csv(folder / "summary.csv").assign(player=player),
+                games=pd.read_csv(folder / "games.csv").assign(player=player),
+                transcripts=[folder / "transcripts.jsonl"],
+            )
+        )
+    return EvalResult.concat(parts)
 
 
 def save_transcripts(outputs: list[dict], path: Path, **fields) -> Path:

@@ -18,8 +18,8 @@ when started again.
 Exploring settings (e.g. on a laptop, before choosing the recipe notebook 09 runs): `--set` changes
 any profile field for this run, and `--evaluate N` then plays the start and the trained model on the
 same N games per opponent and appends one row to `sweep.csv` beside the run's folder (settings,
-minutes of training, outcome rates, paired p-values). The start model plays its games once per
-sweep folder (`start_model/`); later runs reuse them:
+minutes of training, outcome rates, paired p-values). The start model plays its games once
+(`evaluation.evaluate_model` stores them); later runs reuse them:
 
     python -m course_lib.train_grpo --profile cpu --output-dir outputs/cpu/grpo_sweep/lr2e-5 \
         --set grpo.learning_rate=2e-5 --set grpo.max_steps=20 --evaluate 100
@@ -64,52 +64,15 @@ def with_settings(profile, settings: list[str]):
     return profile.with_settings(**changes)
 
 
-def evaluate(profile, model_path: str, player: str, games: int, out_dir: Path, seed: int | None = None):
-    from course_lib.evaluation import EVAL_SEED, evaluate_player, turn_sampling_args
-    from course_lib.serving import start_model
-
-    with start_model(profile, model_path=model_path) as llm:
-        return asyncio.run(
-            evaluate_player(
-                llm.client,
-                llm.model,
-                player,
-                games,
-                sampling_args=turn_sampling_args(profile),
-                max_concurrent=profile.max_concurrent,
-                out_dir=out_dir,
-                seed=EVAL_SEED if seed is None else seed,  # another seed: other games (dev/confirm_on_fresh_games.py)
-            )
-        )
-
-
-def start_model_result(profile, start: str, games: int, sweep_dir: Path):
-    """The start model's games, played once per sweep: every run of a sweep starts from the same
-    model and is compared with it on the same games, so replaying them would only cost time."""
-    from course_lib.evaluation import saved_result
-
-    model = str(Path(start).resolve()) if Path(start).exists() else start  # a checkpoint or a Hub id
-    saved = sweep_dir / "start_model"
-    summary_csv, games_csv = saved / "summary.csv", saved / "games.csv"
-    result = saved_result(summary_csv, games_csv, "start", games, profile.eval.max_tokens_per_turn)
-    if result is not None and (result.summary["model"] == model).all():
-        print(f"The start model's {games} games per opponent: {saved} (played by an earlier run of this sweep)")
-        return result
-    result = evaluate(profile, start, "start", games, saved)
-    result.summary["model"] = model
-    result.summary.to_csv(summary_csv, index=False)
-    result.games.to_csv(games_csv, index=False)
-    return result
-
-
 def evaluate_before_after(profile, start: str, final: str, games: int, out: Path) -> dict:
-    """Both models on the same games; one row of rates and paired p-values (per opponent, outcome)."""
-    from course_lib.evaluation import EvalResult, paired_comparison
+    """Both models on the same games; one row of rates and paired p-values (per opponent, outcome).
+    The start model's games are stored: the other runs of a sweep, all from one start, reuse them."""
+    from course_lib.evaluation import EvalResult, evaluate_model, paired_comparison
 
     evaluated = EvalResult.concat(
         [
-            start_model_result(profile, start, games, out.parent),
-            evaluate(profile, str(final), "after GRPO", games, out / "eval"),
+            asyncio.run(evaluate_model(profile, model, player, games))
+            for player, model in [("start", start), ("after GRPO", final)]
         ]
     )
     evaluated.games.to_csv(out / "eval_games.csv", index=False)

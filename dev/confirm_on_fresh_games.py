@@ -12,13 +12,13 @@ both opponents pooled, exact McNemar; confirmed if the trained model has fewer a
 """
 
 import argparse
+import asyncio
 from pathlib import Path
 
 import pandas as pd
 
-from course_lib.evaluation import EvalResult, paired_comparison
+from course_lib.evaluation import EvalResult, evaluate_model, paired_comparison
 from course_lib.profiles import get_profile
-from course_lib.train_grpo import evaluate
 
 
 def main() -> None:
@@ -32,10 +32,11 @@ def main() -> None:
     args = parser.parse_args()
 
     profile = get_profile(args.profile)
+    args.out.mkdir(parents=True, exist_ok=True)
     played = EvalResult.concat(
         [
-            evaluate(profile, args.start, "start", args.games, args.out / "start", seed=args.seed),
-            evaluate(profile, args.trained, "after GRPO", args.games, args.out / "after", seed=args.seed),
+            asyncio.run(evaluate_model(profile, args.start, "start", args.games, seed=args.seed)),
+            asyncio.run(evaluate_model(profile, args.trained, "after GRPO", args.games, seed=args.seed)),
         ]
     )
     played.games.to_csv(args.out / "games.csv", index=False)

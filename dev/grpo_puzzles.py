@@ -16,6 +16,7 @@ out. Known shortcut: a reply that copies the board names an empty cell (RESULTS.
 """
 
 import argparse
+import asyncio
 import functools
 import json
 import random
@@ -229,17 +230,17 @@ def evaluate(args) -> None:
 def transfer(args) -> None:
     """Notebook 09's test on full games: both models on the same seeded games per opponent, exact McNemar."""
 
-    from course_lib.evaluation import EvalResult, paired_comparison
+    from course_lib.evaluation import EvalResult, evaluate_model, paired_comparison
     from course_lib.models import embedded_checkpoint
     from course_lib.profiles import get_profile
-    from course_lib.train_grpo import evaluate as play
 
     profile, out = get_profile("cpu"), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     models = {"start": args.start or str(embedded_checkpoint()), "trained": args.trained}
     results = []
     for name, path in models.items():
         began = time.time()
-        results.append(play(profile, path, name, args.games, out / name))
+        results.append(asyncio.run(evaluate_model(profile, path, name, args.games)))
         print(f"{name}: {args.games} games per opponent in {(time.time() - began) / 60:.1f} min")
     played = EvalResult.concat(results)
     played.games.to_csv(out / "games.csv", index=False)

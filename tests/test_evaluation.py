@@ -415,3 +415,46 @@ def test_paired_comparison_counts_games_with_an_invalid_answer_not_invalid_answe
         rows.append({"player": "after", "opponent": "random", "example_id": i, "result": "win", "invalid_moves": i % 2})
     row = evaluation.paired_comparison(pd.DataFrame(rows), "before", "after", outcomes=("invalid answer",)).iloc[0]
     assert (row["before"], row["after"], row["only before"], row["only after"]) == (1.0, 0.5, 5, 0)
+
+
+class AnswerCountingClient(ScriptedClient):
+    """The scripted expert, counting the answers it was asked for."""
+
+    def __init__(self):
+        super().__init__("expert")
+        self.answers = 0
+
+    def respond(self, prompt, state=None, **kwargs) -> str:
+        self.answers += 1
+        return super().respond(prompt, state=state, **kwargs)
+
+
+def test_evaluate_model_plays_each_evaluation_once_and_again_when_the_weights_change(tmp_path, monkeypatch):
+    """Catches: a notebook replaying games another notebook already played with the same weights
+    (minutes each on a CPU), or reusing games of weights that were retrained since."""
+    from types import SimpleNamespace
+
+    import course_lib.profiles
+    from course_lib.profiles import PROFILES
+
+    monkeypatch.setattr(course_lib.profiles, "output_dir", lambda profile=None: tmp_path / "outputs")
+    profile, checkpoint = PROFILES["smoke"], tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / "model.safetensors").write_bytes(b"weights 1")
+
+    def evaluate(player, games=6, **kwargs):
+        client = AnswerCountingClient()
+        llm = SimpleNamespace(client=client, model="expert")
+        result = run(evaluation.evaluate_model(profile, str(checkpoint), player, games, llm=llm, **kwargs))
+        return result, client.answers
+
+    first, answers = evaluate("after SFT")
+    assert answers > 0 and set(first.summary["opponent"]) == {"random", "optimal"}
+    again, answers = evaluate("start")  # e.g. notebook 09's start model is notebook 08's SFT model
+    assert answers == 0 and set(again.games["player"]) == {"start"}
+    assert again.games.drop(columns="player").equals(first.games.drop(columns="player"))
+    assert load_transcripts(again.transcripts[0])[0]["opponent"] in ("random", "optimal")
+    assert evaluate("start", opponents=["optimal"])[1] == 0
+    assert evaluate("start", games=8)[1] > 0  # other games
+    (checkpoint / "model.safetensors").write_bytes(b"weights 2, retrained")
+    assert evaluate("start")[1] > 0

@@ -134,48 +134,6 @@ def test_sweep_settings_take_the_field_type_and_unknown_fields_stop_with_the_lis
         with_settings(profile, ["grpo_learnig_rate=1"])
 
 
-def test_a_sweep_plays_its_start_model_once_and_again_only_for_another_model_or_budget(tmp_path, monkeypatch):
-    """Catches: every sweep run replaying the start model's 100+ games (minutes each on CPU), or a
-    cached result reused for another start model or another token budget (a wrong baseline)."""
-    import pandas as pd
-
-    from course_lib import train_grpo
-    from course_lib.evaluation import EVAL_SEED, MAX_TURNS, EvalResult
-
-    played = []
-
-    def fake_evaluate(profile, model_path, player, games, out_dir):
-        played.append((model_path, profile.eval.max_tokens_per_turn))
-        rows = [
-            {"player": player, "opponent": o, "example_id": i, "result": "win"}
-            for o in ("random", "optimal")
-            for i in range(games)
-        ]
-        table = pd.DataFrame(rows)
-        summary = pd.DataFrame(
-            [
-                {"player": player, "opponent": o, "games": games, "seed": EVAL_SEED, "max_turns": MAX_TURNS}
-                for o in ("random", "optimal")
-            ]
-        )
-        summary["max_tokens_per_turn"] = profile.eval.max_tokens_per_turn
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        return EvalResult(summary=summary, games=table, transcripts=[])
-
-    monkeypatch.setattr(train_grpo, "evaluate", fake_evaluate)
-    profile = get_profile("smoke")
-    start = tmp_path / "sft_final"
-    start.mkdir()
-    for _ in range(2):
-        result = train_grpo.start_model_result(profile, str(start), 3, tmp_path / "sweep")
-    assert played == [(str(start), profile.eval.max_tokens_per_turn)]
-    assert len(result.games) == 6 and set(result.games["player"]) == {"start"}
-    train_grpo.start_model_result(profile, "HuggingFaceTB/SmolLM2-135M-Instruct", 3, tmp_path / "sweep")
-    longer = profile.with_settings(**{"eval.max_tokens_per_turn": profile.eval.max_tokens_per_turn + 8})
-    train_grpo.start_model_result(longer, "HuggingFaceTB/SmolLM2-135M-Instruct", 3, tmp_path / "sweep")
-    assert len(played) == 3
-
-
 def test_on_cpu_trl_trainers_score_only_the_trained_tokens_with_the_same_log_probs(tmp_path, monkeypatch):
     """Catches: TRL's fused LM head scoring the prompt and the environment's replies on CPU too (a
     fifth of a training step's time), or the switch changing log-probabilities (e.g. a TRL upgrade
