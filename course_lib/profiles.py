@@ -85,6 +85,14 @@ class GRPOBudget:  # 09: rollouts per step = prompts_per_step x num_generations
 
 
 @dataclass(frozen=True)
+class FactoryBudget:  # 11: TRL's environment_factory and the course's rollout_func bridge, on the same games
+    steps: int
+    prompts_per_step: int
+    num_generations: int
+    max_completion_length: int  # environment_factory: the model's and the tools' tokens of a whole game
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     description: str
@@ -100,6 +108,7 @@ class Profile:
     api: ApiBudget
     sft: SFTBudget
     grpo: GRPOBudget
+    factory: FactoryBudget
 
     @property
     def model_name(self) -> str:
@@ -170,6 +179,7 @@ _BASE = Profile(
         use_lora=True,
         vllm_mode="",
     ),
+    factory=FactoryBudget(steps=3, prompts_per_step=2, num_generations=4, max_completion_length=256),
 )
 
 PROFILES = {
@@ -200,6 +210,10 @@ PROFILES = {
             "grpo.micro_batch_size": 2,
             "grpo.max_tokens_per_turn": 16,
             "grpo.max_episode_tokens": 48,  # about 3 turns: each step's games cost seconds, not minutes
+            "factory.steps": 1,
+            "factory.prompts_per_step": 1,
+            "factory.num_generations": 2,
+            "factory.max_completion_length": 48,
         }
     ),
     "cpu": _BASE,
