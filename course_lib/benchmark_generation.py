@@ -8,7 +8,7 @@ Each point plays real games through the tic-tac-toe environment (the course's re
 games in flight, and prints completion tokens per second in all, answers and games per minute.
 Ways:
   in-process          course_lib.local_model: the model in this process, one batched generate per wave
-  serve               `transformers serve`: one request at a time (what notebook 00 starts)
+  serve               `transformers serve`: one request at a time (what notebook 12 starts)
   serve-continuous    `transformers serve --continuous-batching`
 Beside them, the machine's fp32 matrix-multiply speed, and the model's compute limit that follows:
 every generated token costs about 2 x parameters FLOPs.

@@ -1,6 +1,6 @@
 """Start and stop a profile's model: an OpenAI-compatible server, or the model in this process.
 
-`start_server` runs an OpenAI-compatible server: `transformers serve` on CPU profiles (notebook 00
+`start_server` runs an OpenAI-compatible server: `transformers serve` on CPU profiles (notebook 12
 shows it), `vllm serve` on GPU profiles (or `transformers serve` on the GPU where vLLM cannot run,
 see `profiles.get_profile`). `start_model` is what evaluations use, the fastest way to
 answer many requests at once: vLLM's server on a GPU, and on a CPU the model loaded in this process
