@@ -155,7 +155,15 @@ def check_judge(judge) -> str:
     parser = _ttt().MoveParser()
     for reply, what in JUDGE_CASES:
         board = _board(JUDGE_BOARD)
-        got, expected = _call(judge, reply, board), parser.judge(reply, _board(JUDGE_BOARD))
+        try:
+            got = _call(judge, reply, board)
+        except ExerciseError as error:
+            if "digit" not in what:
+                raise
+            raise ExerciseError(
+                f"{error}. Compare the digits as text first: int() refuses over 4,300 digits."
+            ) from None
+        expected = parser.judge(reply, _board(JUDGE_BOARD))
         if board != _board(JUDGE_BOARD):
             raise ExerciseError(f"judge: for {what}, {_short(reply)}, you changed the board; only read it.")
         if not (isinstance(got, tuple) and len(got) == 2):
@@ -471,6 +479,18 @@ def _replies(state) -> list[str]:
 
 def check_tictactoe_env(env_class) -> str:
     """05, part 7: setup_state, play_turn and the stop condition play every game as the reference does."""
+    import datasets
+
+    quiet = datasets.are_progress_bars_disabled()
+    datasets.disable_progress_bars()  # no "Map: ..." bars in the check's output
+    try:
+        return _check_tictactoe_env(env_class)
+    finally:
+        if not quiet:
+            datasets.enable_progress_bars()
+
+
+def _check_tictactoe_env(env_class) -> str:
     from course_lib.offline import run_coroutine
 
     ttt = _ttt()
@@ -522,9 +542,10 @@ def check_tictactoe_env(env_class) -> str:
                     )
             if len(_said(got)) != len(_said(expected)) or got["stop_condition"] != expected["stop_condition"]:
                 raise ExerciseError(
-                    f"max_turns_reached: in {game}, against '{name}', your game stopped after {len(_replies(got))} "
-                    f"answers by {got['stop_condition']!r}; the reference after {len(replies)} by "
-                    f"{expected['stop_condition']!r} (True once state['model_turns'] >= self.max_turns)."
+                    f"max_turns_reached: in {game}, against '{name}', your game stopped by {got['stop_condition']!r} "
+                    f"with {got.get('model_turns')} of {len(_replies(got))} answers judged; the reference by "
+                    f"{expected['stop_condition']!r} with {expected['model_turns']} of {len(replies)} (return True "
+                    "once state['model_turns'] >= self.max_turns: verifiers' own counts answers not yet judged)."
                 )
             for key in GAME_KEYS:
                 if got.get(key) != expected[key]:
