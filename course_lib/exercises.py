@@ -647,6 +647,166 @@ def check_final_answer(final_answer) -> str:
     return "final_answer reads the last reply, and falls back on the first answer kept in the state."
 
 
+# ---------------------------------------------------------------- experiments of notebooks 06, 07, 09 and 10
+# The learner changes one setting, runs the cell, reads the plot and writes what it shows into `answer`.
+# While `answer` is None the check says "not answered yet" and the notebook runs on ("Run All", CI).
+# Each check says in one sentence whether the reading is right and why. Tests: tests/test_experiments.py.
+
+
+def _not_answered(answer, where: str) -> bool:
+    if answer is None:
+        print(f"Not answered yet: {where}, and set `answer` above.")
+        return True
+    return False
+
+
+def _is_number(answer) -> bool:
+    return isinstance(answer, (int, float, np.integer, np.floating)) and not isinstance(answer, bool)
+
+
+def wald_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The textbook interval p ± z·sqrt(p(1-p)/n) (notebook 06's `wald`)."""
+    p = k / n
+    half = z * math.sqrt(p * (1 - p) / n)
+    return p - half, p + half
+
+
+def interval_coverage(interval, games: int, rate: float) -> float:
+    """How often `interval(k, games)` contains `rate` when k ~ Binomial(games, rate): exact, no sampling."""
+    total = 0.0
+    for k in range(games + 1):
+        low, high = interval(k, games)
+        if low <= rate <= high:
+            log_pmf = math.lgamma(games + 1) - math.lgamma(k + 1) - math.lgamma(games - k + 1)
+            total += math.exp(log_pmf + k * math.log(rate) + (games - k) * math.log1p(-rate))
+    return total
+
+
+def check_wald_coverage(answer) -> None:
+    """06, experiment: with games = 20, how often the Wald interval contains a true rate of 5% (within 0.06)."""
+    if _not_answered(answer, "set games = 20, read the Wald curve at the dotted line (a true rate of 5%)"):
+        return
+    right, at_100 = interval_coverage(wald_interval, 20, 0.05), interval_coverage(wald_interval, 100, 0.05)
+    if _is_number(answer) and abs(answer - at_100) <= 0.02 and abs(answer - right) > 0.06:
+        raise ExerciseError(
+            f"{answer} is the Wald coverage with 100 games; set games = 20 and run the plot cell again."
+        )
+    if not (_is_number(answer) and abs(answer - right) <= 0.06):
+        raise ExerciseError(
+            f"the Wald coverage: {answer!r} is not it. With games = 20, read the height of the orange (Wald) curve "
+            "where it meets the dotted line at a true rate of 5% (a share between 0 and 1)."
+        )
+    wilson = interval_coverage(wilson_interval, 20, 0.05)
+    print(
+        f"Correct: about {right:.2f}. With 20 games a '95%' Wald interval misses a 5% rate "
+        f"{1 - right:.0%} of the time (mostly 0 of 20: the zero-width interval [0, 0]); "
+        f"Wilson's covers it {wilson:.0%}."
+    )
+
+
+def strong_opponent_games(games, max_random_move_prob: float):
+    """The SFT games (rows with `random_move_prob` and `result`) against opponents at most this random."""
+    return [g for g in games if g["random_move_prob"] <= max_random_move_prob]
+
+
+def check_strong_opponent_draws(answer) -> None:
+    """07, experiment: the share of draws among the shipped games against opponents with
+    random_move_prob <= 0.3 (data/tictactoe_sft), read off the bar; within 0.05."""
+    from course_lib import sft
+
+    if _not_answered(answer, "set max_random_move_prob = 0.3, read the draws' share of the lower bar"):
+        return
+    shipped = sft.load_dataset().to_list()
+    kept = strong_opponent_games(shipped, 0.3)
+    right = sum(g["result"] == "draw" for g in kept) / len(kept)
+    everything = sum(g["result"] == "draw" for g in shipped) / len(shipped)
+    if _is_number(answer) and abs(answer - everything) <= 0.02:
+        raise ExerciseError(
+            f"{answer} is the draws' share of all {len(shipped)} games; "
+            "set max_random_move_prob = 0.3 and run the cell again."
+        )
+    if not (_is_number(answer) and abs(answer - right) <= 0.05):
+        raise ExerciseError(
+            f"the draws' share: {answer!r} is not it. With max_random_move_prob = 0.3, read where the grey (draw) part "
+            "of the lower bar ends (a share between 0 and 1)."
+        )
+    print(
+        f"Correct: about {right:.2f} of the {len(kept)} games against strong opponents are draws (of all "
+        f"{len(shipped)}: {everything:.2f}): data from strong opponents teaches the student to defend, not to win."
+    )
+
+
+PUZZLE_RUN = Path(__file__).resolve().parent.parent / "data" / "grpo_puzzles_cpu" / "confirm" / "log_history.json"
+
+
+def smoothed(values, window: int) -> np.ndarray:
+    """The trailing mean of the last `window` values (fewer at the start), as notebook 09 plots it."""
+    import pandas as pd
+
+    return pd.Series(values, dtype=float).rolling(window, min_periods=1).mean().to_numpy()
+
+
+def check_smoothed_falls(answer) -> None:
+    """09, experiment: how many of the recorded puzzle run's 14 step-to-step changes go down once its
+    reward is smoothed over 5 steps (window = 5); exactly."""
+    if _not_answered(answer, "set window = 5, count the red (falling) segments of the smoothed curve"):
+        return
+    rewards = [row["reward"] for row in json.loads(PUZZLE_RUN.read_text()) if "reward" in row]
+    falls = {w: int((np.diff(smoothed(rewards, w)) < 0).sum()) for w in (1, 5)}
+    if answer == falls[1] and falls[1] != falls[5]:
+        raise ExerciseError(
+            f"{answer} is the raw curve's count (window = 1); set window = 5 and run the plot cell again."
+        )
+    if answer != falls[5]:
+        raise ExerciseError(
+            f"the falls: {answer!r} is not it. With window = 5, count the segments of the thick line drawn in red "
+            f"(a whole number from 0 to {len(rewards) - 1})."
+        )
+    print(
+        f"Correct: {falls[5]}. The raw reward fell at {falls[1]} of {len(rewards) - 1} steps of a run that did improve "
+        "(held-out p = 0.0007): one step is 16 answers to 2 puzzles, so read the smoothed trend, not a single step."
+    )
+
+
+CONFIRMATION_GAMES = Path(__file__).resolve().parent.parent / "data" / "grpo_sweep_cpu" / "confirm_seed2" / "games.csv"
+
+
+def first_games(games, n: int):
+    """The first `n` games per player and opponent, in the order of their example_id (the same games for both)."""
+    games = games.sort_values("example_id", kind="stable")
+    return games[games.groupby(["player", "opponent"]).cumcount() < n]
+
+
+def invalid_answer_p_value(games, n: int) -> float:
+    """McNemar's p of 'a game with an invalid answer', start vs after GRPO, both opponents, first n games each."""
+    from course_lib.evaluation import paired_comparison
+
+    table = paired_comparison(first_games(games, n), "start", "after GRPO", outcomes=("invalid answer",))
+    return float(table.set_index("opponent").loc["both", "p_value"])
+
+
+def check_games_to_confirm(answer) -> None:
+    """10, experiment: the fewest games per opponent (a multiple of 50) at which the recorded drop in
+    games with an invalid answer is confirmed (McNemar p < 0.01), on the first games of seed 2."""
+    import pandas as pd
+
+    if _not_answered(answer, "raise games by 50 at a time, read p in the right panel's title"):
+        return
+    games = pd.read_csv(CONFIRMATION_GAMES)
+    p = {n: invalid_answer_p_value(games, n) for n in range(50, 301, 50)}
+    right = min(n for n, value in p.items() if value < 0.01)
+    if answer != right:
+        shown = f"with {answer} games p = {p[answer]:.4f}" if answer in p else "the setting goes 50, 100, ..., 300"
+        raise ExerciseError(
+            f"the games needed: {answer!r} is not it ({shown}). Find the smallest multiple of 50 whose p, in the "
+            "right panel's title, is below 0.01."
+        )
+    print(
+        f"Correct: {right} games per opponent (p = {p[right]:.4f}); with {right - 50}, p = {p[right - 50]:.3f}. A real "
+        "halving of invalid answers needed hundreds of games to be told from luck, and p does not fall steadily."
+    )
+
+
 WORKSHOP = {  # part -> (the notebook whose solution block defines it, its check)
     "parse_reversed": ("02_single_turn_env.ipynb", check_parse_reversed),
     "lcs_ratio": ("02_single_turn_env.ipynb", check_lcs_ratio),

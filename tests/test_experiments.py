@@ -1,0 +1,85 @@
+"""The experiments of notebooks 06, 07, 09 and 10: the learner changes a setting, reads a plot and
+writes what it shows into `answer`; a check in course_lib/exercises.py says whether it is right.
+
+Every check passes the right reading, fails a wrong one (and the reading of the setting left
+unchanged) with one sentence (ExerciseError), and lets "Run All" go on while `answer` is None. The
+notebook's own cells are checked too: its check cell starts unanswered, and the worked answer below it
+(a collapsed <details> block) states the value the check accepts.
+"""
+
+import json
+import re
+
+import pytest
+
+from course_lib import exercises
+from course_lib.exercises import ExerciseError
+
+EXPERIMENTS = [  # notebook, check, the right reading, wrong readings (the mistake each stands for)
+    ("06_evaluate_models.ipynb", exercises.check_wald_coverage, 0.64, [0.88, 0.925, 0.95, "0.64"]),
+    # 0.88: games left at 100; 0.925: read the Wilson curve; 0.95: the nominal level; "0.64": text, not a number
+    ("07_sft_data_generation.ipynb", exercises.check_strong_opponent_draws, 0.69, [0.36, 0.31, 0.9]),
+    # 0.36: threshold left at 1.0; 0.31: read the wins' part; 0.9: a guess
+    ("09_grpo_training.ipynb", exercises.check_smoothed_falls, 3, [7, 2, 14]),
+    # 7: window left at 1; 2: a wider window; 14: every step
+    ("10_evaluation_and_plots.ipynb", exercises.check_games_to_confirm, 250, [200, 300, 100, 225]),
+    # 200: p 0.0106 read as below 0.01; 300: not the fewest; 100: the cpu profile's games; 225: not a step of 50
+]
+IDS = [notebook[:2] for notebook, *_ in EXPERIMENTS]
+
+
+@pytest.mark.parametrize("notebook, check, right, wrong", EXPERIMENTS, ids=IDS)
+def test_the_right_reading_passes(notebook, check, right, wrong, capsys):
+    check(right)
+    assert capsys.readouterr().out.startswith("Correct: ")
+
+
+@pytest.mark.parametrize("notebook, check, right, wrong", EXPERIMENTS, ids=IDS)
+def test_a_wrong_reading_fails_with_one_sentence(notebook, check, right, wrong):
+    """Catches: a check that accepts anything, or answers a mistake with a traceback instead of a hint."""
+    for answer in wrong:
+        with pytest.raises(ExerciseError) as error:
+            check(answer)
+        assert len(str(error.value)) > 30 and "\n" not in str(error.value), answer
+
+
+@pytest.mark.parametrize("notebook, check, right, wrong", EXPERIMENTS, ids=IDS)
+def test_no_answer_yet_lets_the_notebook_run_on(notebook, check, right, wrong, capsys):
+    """Catches: a check that fails "Run All" (CI, make course) while the learner has not answered."""
+    check(None)
+    assert capsys.readouterr().out.startswith("Not answered yet")
+
+
+def cells(notebook: str) -> list[dict]:
+    return json.loads((exercises.NOTEBOOKS / notebook).read_text())["cells"]
+
+
+@pytest.mark.parametrize("notebook, check, right, wrong", EXPERIMENTS, ids=IDS)
+def test_the_notebook_asks_then_checks_then_explains(notebook, check, right, wrong):
+    """Catches: an answer filled in above the check (then "Run All" passes with no input), a worked
+    answer that is not collapsed or sits above the check, or one that disagrees with the check."""
+    found = cells(notebook)
+    (at,) = [i for i, c in enumerate(found) if f"exercises.{check.__name__}(answer)" in "".join(c["source"])]
+    source = "".join(found[at]["source"])
+    assert found[at]["cell_type"] == "code" and "check" in found[at]["metadata"].get("tags", [])
+    assert re.search(r"^answer = None\b", source, re.MULTILINE), "the check cell starts unanswered"
+    after = found[at + 1]
+    text = "".join(after["source"])
+    assert after["cell_type"] == "markdown" and text.startswith("<details>"), "a collapsed worked answer follows"
+    assert "solution" not in after["metadata"].get("tags", []), "tests/test_exercises.py runs 'solution' cells"
+    stated = re.search(r"\*\*Answer: ([0-9]+(?:\.[0-9]+)?)", text)
+    assert stated, "the worked answer states the value as **Answer: ...**"
+    check(float(stated.group(1)) if "." in stated.group(1) else int(stated.group(1)))
+
+
+@pytest.mark.parametrize("notebook, check, right, wrong", EXPERIMENTS, ids=IDS)
+def test_the_setting_to_change_starts_elsewhere(notebook, check, right, wrong):
+    """Catches: the setting already at the value the question asks about (nothing to change, nothing
+    learned). The setting is the first line of the plot cell just above the check."""
+    found = cells(notebook)
+    (at,) = [i for i, c in enumerate(found) if f"exercises.{check.__name__}(answer)" in "".join(c["source"])]
+    first_line = "".join(found[at - 1]["source"]).splitlines()[0]
+    name, value = re.match(r"(\w+) = ([0-9.]+)", first_line).groups()
+    asked = {"06": ("games", 20), "07": ("max_random_move_prob", 0.3), "09": ("window", 5), "10": ("games", 250)}
+    assert name == asked[notebook[:2]][0], f"the plot cell's first line sets {name}, not the setting the question names"
+    assert float(value) != asked[notebook[:2]][1], f"{name} starts at the value the question asks about"
