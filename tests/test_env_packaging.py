@@ -130,3 +130,26 @@ def test_every_environment_loads_from_the_installed_wheel(wheel, tmp_path):
         [sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0 and "loaded from the wheel" in result.stdout, result.stderr[-3000:]
+
+
+@pytest.mark.timeout(300)
+def test_each_environment_folder_is_a_package_of_its_own(tmp_path):
+    """Catches: a folder without its pyproject.toml or README (it could not be installed or pushed
+    alone, as verifiers' own environments are), or a pyproject whose wheel lacks a module or data."""
+    site, wheels = tmp_path / "site", tmp_path / "wheels"
+    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+    for name in LOADS:
+        assert (ENVS / name / "pyproject.toml").is_file() and (ENVS / name / "README.md").is_file(), name
+        source = shutil.copytree(ENVS / name, tmp_path / "src" / name, ignore=shutil.ignore_patterns("__pycache__"))
+        build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(source)]
+        result = subprocess.run(build, capture_output=True, text=True, timeout=110)
+        assert result.returncode == 0, result.stderr[-3000:]
+    install = [*pip, "install", "--no-deps", "--no-index", "--target", str(site), *map(str, wheels.glob("*.whl"))]
+    result = subprocess.run(install, capture_output=True, text=True, timeout=110)
+    assert result.returncode == 0, result.stderr[-3000:]
+    loads = {env_id: args for ids in LOADS.values() for env_id, args in ids.items()}
+    code = LOAD_INSTALLED.format(site=str(site), loads=loads, names=sorted(LOADS))
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0 and "loaded from the wheel" in result.stdout, result.stderr[-3000:]
