@@ -85,22 +85,6 @@ def check_word_count_tool(tool) -> None:
     _ok("right count, and every bad argument gets an error that says what to call next.")
 
 
-def check_penalty_threshold(threshold: float) -> None:
-    """05: the smallest penalty at which a win with one untagged answer scores below a clean draw."""
-    import tictactoe as ttt
-
-    def reward_before_penalty(state):
-        return sum(w * f(state) for f, w in ttt.REWARD_WEIGHTS.items() if f is not ttt.any_invalid_move)
-
-    slip = reward_before_penalty(dict(winner="X", model_turns=5, well_formed_turns=4, invalid_moves=1))
-    draw = reward_before_penalty(dict(winner="draw", model_turns=4, well_formed_turns=4, invalid_moves=0))
-    assert math.isclose(threshold, slip - draw, abs_tol=0.005), (
-        f"{threshold} is not it. Without the penalty the win with a slip scores {slip:.2f} (win 1 + "
-        f"0.2 × 4/5 well-formed answers) and the clean draw {draw:.2f}: the penalty must exceed the gap."
-    )
-    _ok(f"above {slip - draw:.2f} an illegal move costs more than the difference between a win and a draw.")
-
-
 def check_wilson(interval) -> None:
     """06: the Wilson score interval, compared with course_lib.evaluation.wilson_interval."""
     for k, n in [(15, 20), (9, 20), (0, 20), (20, 20), (1, 3), (50, 100)]:
