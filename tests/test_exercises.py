@@ -77,7 +77,7 @@ def test_check_fails_on_a_wrong_answer_with_a_message(notebook, check, name, wro
 
 
 def test_every_notebook_from_01_to_10_has_a_checked_exercise():
-    """Notebooks with workshop exercises (02, 03, 05) are tested in tests/test_workshop*.py."""
+    """Notebooks with workshop exercises (02 to 05) are tested in tests/test_workshop*.py."""
     workshop = {notebook[:2] for notebook, _ in exercises.WORKSHOP.values()}
     assert sorted({c[0][:2] for c in CASES} | workshop) == [f"{i:02d}" for i in range(1, 11)]
     for notebook, check, *_ in CASES:
