@@ -56,35 +56,6 @@ def check_format_reward(reward) -> None:
     _ok("the format now earns 0.2 on its own, so a group of wrong answers can still differ.")
 
 
-def check_word_count_tool(tool) -> None:
-    """04: a tool that counts a section's words and answers a bad argument with a helpful error."""
-    import wiki_search
-
-    page = next(iter(wiki_search.load_pages().values()))
-    section = page["sections"][0]
-    words = len(section["text"].split())
-    answer = tool(page["page_id"], section["section_id"])
-    assert isinstance(answer, str) and str(words) in answer, (
-        f"{page['page_id']}/{section['section_id']} has {words} words; the tool returned {answer!r}."
-    )
-    for args, must_name, what in [
-        (("no-such-page", section["section_id"]), "search_pages", "an unknown page"),
-        ((page["page_id"], "no-such-section"), section["section_id"], "an unknown section"),
-    ]:
-        try:
-            answer = tool(*args)
-        except Exception as error:
-            raise AssertionError(
-                f"{what} raised {error!r}: a tool should return an error text the "
-                "model can read and act on, never raise."
-            ) from None
-        assert isinstance(answer, str) and answer.startswith("Error") and must_name in answer, (
-            f"{what}: the tool returned {answer!r}. Start with 'Error' and say what to do next: "
-            f"for a page, name search_pages; for a section, list the page's section ids."
-        )
-    _ok("right count, and every bad argument gets an error that says what to call next.")
-
-
 def check_wilson(interval) -> None:
     """06: the Wilson score interval, compared with course_lib.evaluation.wilson_interval."""
     for k, n in [(15, 20), (9, 20), (0, 20), (20, 20), (1, 3), (50, 100)]:

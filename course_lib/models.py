@@ -7,7 +7,7 @@ Hugging Face Hub id instead.
 
 The checkpoint gets a chat template that can show tools (SmolLM2's own drops them) and a response
 template, so that `transformers serve` returns the tool calls the model writes as OpenAI
-`tool_calls` (notebook 04). Without tools, the template renders exactly SmolLM2's text.
+`tool_calls` (notebook 08, section 9). Without tools, the template renders exactly SmolLM2's text.
 """
 
 import importlib.util

@@ -343,7 +343,7 @@ def final_checkpoint(profile: Profile | None = None) -> Path:
     return sft_output_dir(profile) / "final"
 
 
-# --- 6. The same recipe for tool use (notebook 04) -----------------------------------------
+# --- 6. The same recipe for tool use (notebook 08, section 9) -----------------------------------------
 # A teacher (the scripted wiki expert) answers questions through the wiki-search ToolEnv; its
 # rollouts become conversations with tool calls and tool results, trained with the same trainer.
 
