@@ -32,11 +32,6 @@ def getsource_count(path: Path) -> int:
 GETSOURCE_LIMIT = 15  # printouts of library source across the course (CONTRIBUTING: "15 such printouts at most")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 33: other notebooks still print more library source than the limit; "
-    "the counts are being cut notebook by notebook (remove this mark once the test passes)",
-)
 def test_the_course_prints_library_source_at_most_15_times():
     """Catches: lessons turned back into reading engine internals (`inspect.getsource` of library
     code) instead of code the learner writes."""
