@@ -130,9 +130,10 @@ def sweep_summary(sweep_dir: Path):
 
     from course_lib.evaluation import summarize
 
-    games = [pd.read_csv(Path(sweep_dir) / "start_model" / "games.csv")]
+    games = []
     for run in pd.read_csv(Path(sweep_dir) / "sweep.csv")["run"]:
-        played = pd.read_csv(Path(sweep_dir) / run / "eval_games.csv")
+        played = pd.read_csv(Path(sweep_dir) / run / "eval_games.csv")  # the start model's games, then the run's
+        games += [] if games else [played[played["player"] == "start"]]
         games.append(played[played["player"] == "after GRPO"].assign(player=run))
     return summarize(pd.concat(games, ignore_index=True))
 
