@@ -57,7 +57,7 @@ def models():
 def game_prompts(tokenizer) -> list[list[int]]:
     from tictactoe import load_environment
 
-    rows = load_environment(num_train_examples=0, num_eval_examples=3).eval_dataset
+    rows = load_environment(num_train_examples=0, num_eval_examples=2).eval_dataset
     texts = [tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False) for row in rows]
     texts += ["The capital of France is", "One, two, three, four, five, six, seven,"]
     return [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
@@ -92,7 +92,7 @@ def test_fast_path_and_stock_generate_pick_the_same_greedy_tokens_over_two_turns
     assert stock.generate_batch(prompts, GREEDY) == first
     # The next turn of the first two games: both paths now reuse their prefix caches.
     reply = tokenizer("<|im_start|>user\nYour move.<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)
-    second = [ids + completion + reply["input_ids"] for ids, (completion, _) in zip(prompts[:2], first)] + prompts[2:3]
+    second = [ids + completion + reply["input_ids"] for ids, (completion, _) in zip(prompts[:2], first)] + prompts[3:]
     assert all(fast.prefix_cache.lookup(ids) is not None for ids in second[:2])  # not only a no-cache run
     assert fast.generate_batch(second, GREEDY) == stock.generate_batch(second, GREEDY)
 
@@ -109,12 +109,12 @@ def test_the_off_switch_loads_stock_attention_and_never_calls_the_fast_path(caps
             patch.setattr(fast_generation, name, forbidden)
         from tictactoe import load_environment
 
-        env = load_environment(num_train_examples=0, num_eval_examples=1, max_turns=2)
+        env = load_environment(num_train_examples=0, num_eval_examples=1, max_turns=1)
         with LocalModel(embedded_checkpoint()) as model:
             assert not model.fast and model.network.config._attn_implementation == "sdpa"
             results = asyncio.run(
                 env.evaluate(
-                    model.client, model.model, sampling_args={"max_tokens": 12}, num_examples=1, rollouts_per_example=4
+                    model.client, model.model, sampling_args={"max_tokens": 8}, num_examples=1, rollouts_per_example=2
                 )
             )
             assert all(output.get("error") is None for output in results["outputs"])
