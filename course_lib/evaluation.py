@@ -288,42 +288,6 @@ async def evaluate_player(
     return EvalResult(summary=summary, games=table, transcripts=paths)
 
 
-def saved_summary(
-    path: Path, player: str, games: int, max_tokens_per_turn: int, seed: int = EVAL_SEED, max_turns: int = MAX_TURNS
-) -> pd.DataFrame | None:
-    """`player`'s summary rows (both opponents) from a CSV an earlier notebook saved, if they come
-    from the same games under the same budget; else None. Replaying them would only add noise."""
-    path = Path(path)
-    if not path.is_file():
-        return None
-    rows = pd.read_csv(path)
-    rows = rows[
-        (rows["player"] == player)
-        & (rows["games"] == games)
-        & (rows["seed"] == seed)
-        & (rows["max_turns"] == max_turns)
-        & (rows["max_tokens_per_turn"] == max_tokens_per_turn)
-    ]
-    return rows.assign(source=path.name).reset_index(drop=True) if len(rows) == len(OPPONENTS) else None
-
-
-def saved_result(
-    summary_path: Path,
-    games_path: Path,
-    player: str,
-    games: int,
-    max_tokens_per_turn: int,
-    seed: int = EVAL_SEED,
-    max_turns: int = MAX_TURNS,
-) -> EvalResult | None:
-    """`saved_summary` plus the player's per-game rows from the games CSV saved next to it."""
-    summary = saved_summary(summary_path, player, games, max_tokens_per_turn, seed=seed, max_turns=max_turns)
-    if summary is None or not Path(games_path).is_file():
-        return None
-    rows = pd.read_csv(games_path)
-    return EvalResult(summary=summary, games=rows[rows["player"] == player].reset_index(drop=True), transcripts=[])
-
-
 # --- One evaluation service: each (weights, opponent, games, budget) is played once -----------------
 
 STORE = "evaluations"  # outputs/<profile>/evaluations/<model>-<opponent>-<key hash>/

@@ -248,34 +248,6 @@ def test_every_game_through_the_harness_ends(expert_result):
         assert is_over(cells)
 
 
-def test_saved_results_are_reused_only_for_the_same_player_games_and_budget(tmp_path):
-    """Catches: a notebook reusing another player's rows, or rows played under another budget."""
-    results = [
-        run(
-            evaluate_player(ScriptedClient(policy), policy, f"{policy} (scripted)", 6, sampling_args={"max_tokens": 56})
-        )
-        for policy in ("random", "expert")
-    ]
-    saved = evaluation.EvalResult.concat(results)
-    saved.summary.to_csv(tmp_path / "results.csv", index=False)
-    saved.games.to_csv(tmp_path / "games.csv", index=False)
-
-    reused = evaluation.saved_result(tmp_path / "results.csv", tmp_path / "games.csv", "expert (scripted)", 6, 56)
-    assert list(reused.summary["opponent"]) == ["random", "optimal"]
-    assert (reused.summary["win"].to_numpy() == results[1].summary["win"].to_numpy()).all()
-    assert len(reused.games) == 12 and set(reused.games["player"]) == {"expert (scripted)"}
-    assert list(reused.games["result"]) == list(results[1].games["result"])
-
-    renamed = reused.renamed("before SFT")
-    assert set(renamed.summary["player"]) == set(renamed.games["player"]) == {"before SFT"}
-    for other_budget in ({"games": 7, "max_tokens_per_turn": 56}, {"games": 6, "max_tokens_per_turn": 48}):
-        args = {"player": "expert (scripted)", **other_budget}
-        assert evaluation.saved_result(tmp_path / "results.csv", tmp_path / "games.csv", **args) is None
-    assert evaluation.saved_result(tmp_path / "results.csv", tmp_path / "games.csv", "nobody", 6, 56) is None
-    absent = tmp_path / "absent.csv"
-    assert evaluation.saved_result(tmp_path / "results.csv", absent, "expert (scripted)", 6, 56) is None
-
-
 def test_wdl_plot_keeps_the_interval_whiskers_off_the_percentages(expert_result):
     """Catches: whiskers drawn through the middle of the bars, over the written percentages."""
     import matplotlib
