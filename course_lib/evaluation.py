@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import numbers
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -347,6 +348,8 @@ async def evaluate_model(
         from course_lib.serving import start_model
 
         start = time.monotonic()
+        folders[missing[0]].parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="playing-", dir=folders[missing[0]].parent))
         with contextlib.nullcontext(llm) if llm is not None else start_model(profile, model_path=model) as playing:
             result = await evaluate_player(
                 playing.client,
@@ -358,7 +361,7 @@ async def evaluate_model(
                 opponents=missing,
                 seed=seed,
                 max_turns=max_turns,
-                out_dir=folders[missing[0]].parent / "playing",
+                out_dir=staging,
             )
         print(f"{player}: {games * len(missing)} games in {(time.monotonic() - start) / 60:.1f} min")
         for opponent in missing:
@@ -369,6 +372,7 @@ async def evaluate_model(
             (folder / "key.json").write_text(json.dumps(keys[opponent], indent=2))
             played = next(path for path in result.transcripts if path.stem.endswith(f"_{opponent}"))
             played.replace(folder / "transcripts.jsonl")
+        staging.rmdir()
     parts = []
     for opponent, folder in folders.items():
         if opponent not in missing:
