@@ -37,7 +37,7 @@ def _ok(text: str) -> None:
     print(f"Correct: {text}")
 
 
-def check_format_reward(reward) -> None:
+def check_format_reward(reward_with_format) -> str:
     """01: 1.0 for 391 inside <answer></answer>, 0.2 for anything else inside the tags, 0.0 without them."""
     cases = {
         "<answer>391</answer>": 1.0,
@@ -48,26 +48,28 @@ def check_format_reward(reward) -> None:
         "391": 0.0,
     }
     for reply, expected in cases.items():
-        got = reward(reply)
-        assert math.isclose(got, expected), (
-            f"reward({reply!r}) returned {got}, expected {expected}. Right number in the tags: 1.0; "
-            "the tags with anything else inside: 0.2 (the format alone); no tags: 0.0."
-        )
-    _ok("the format now earns 0.2 on its own, so a group of wrong answers can still differ.")
+        got = _call(reward_with_format, reply)
+        if not (_is_number(got) and math.isclose(got, expected)):
+            raise ExerciseError(
+                f"reward_with_format({reply!r}) returned {got!r}, expected {expected}. Right number in the tags: "
+                "1.0; the tags with anything else inside: 0.2 (the format alone); no tags: 0.0."
+            )
+    return "reward_with_format: the format now earns 0.2 on its own, so a group of wrong answers can still differ."
 
 
-def check_wilson(interval) -> None:
+def check_wilson(my_wilson) -> str:
     """06: the Wilson score interval, compared with course_lib.evaluation.wilson_interval."""
     for k, n in [(15, 20), (9, 20), (0, 20), (20, 20), (1, 3), (50, 100)]:
-        got, expected = interval(k, n), wilson_interval(k, n)
-        assert np.allclose(got, expected, atol=1e-6), (
-            f"{k} of {n}: got {tuple(round(x, 4) for x in got)}, expected {tuple(round(x, 4) for x in expected)}. "
-            "Centre (p + z²/2n) / (1 + z²/n), half-width z·sqrt(p(1-p)/n + z²/4n²) / (1 + z²/n)."
-        )
-    _ok("your interval matches the harness's at 0/n, n/n and in between.")
+        got, expected = _call(my_wilson, k, n), wilson_interval(k, n)
+        if not (np.shape(got) == (2,) and np.allclose(np.asarray(got, dtype=float), expected, atol=1e-6)):
+            raise ExerciseError(
+                f"my_wilson({k}, {n}) returned {got!r}, expected {tuple(round(x, 4) for x in expected)}. Centre "
+                "(p + z²/2n) / (1 + z²/n), half-width z·sqrt(p(1-p)/n + z²/4n²) / (1 + z²/n), clipped to [0, 1]."
+            )
+    return "my_wilson matches the harness's interval at 0/n, n/n and in between."
 
 
-def check_hard_win_filter(keep) -> None:
+def check_hard_win_filter(keep_hard_win) -> str:
     """07: keep only games the teacher won against a mostly optimal opponent (random_move_prob <= 0.3)."""
     cases = [
         (dict(winner="X", random_move_prob=0.2), True),
@@ -79,51 +81,60 @@ def check_hard_win_filter(keep) -> None:
     ]
     for game, expected in cases:
         game = dict(game, invalid_moves=0, model_turns=3, well_formed_turns=3)
-        assert bool(keep(game)) == expected, (
-            f"keep({game}) returned {keep(game)}, expected {expected}: the teacher plays X, so keep "
-            "winner == 'X' with random_move_prob at most 0.3."
-        )
-    _ok("only the teacher's wins against strong opponents are kept.")
+        got = _call(keep_hard_win, game)
+        if bool(got) != expected:
+            raise ExerciseError(
+                f"keep_hard_win({game}) returned {got!r}, expected {expected}: the teacher plays X, so keep "
+                "winner == 'X' with random_move_prob at most 0.3."
+            )
+    return "keep_hard_win keeps only the teacher's wins against strong opponents."
 
 
-def check_sft_steps(steps) -> None:
+def check_sft_steps(sft_steps) -> str:
     """08: optimizer steps of an SFT run: ceil(epochs × ceil(games / effective batch))."""
     for games, batch, epochs, expected in [(196, 8, 2, 50), (201, 8, 2, 52), (16, 2, 0.25, 2), (10, 4, 1, 3)]:
-        got = steps(games, batch, epochs)
-        assert got == expected, (
-            f"{games} games, batch {batch}, {epochs} epochs: got {got}, expected {expected}. An epoch has "
-            "ceil(games / batch) batches (the last one may be short); round up after multiplying by epochs."
-        )
-    _ok("196 games in batches of 8 for 2 epochs is the 50 steps of the cpu run.")
+        got = _call(sft_steps, games, batch, epochs)
+        if got != expected:
+            raise ExerciseError(
+                f"sft_steps({games}, {batch}, {epochs}) returned {got!r}, expected {expected}. An epoch has "
+                "ceil(games / batch) batches (the last one may be short); round up after multiplying by epochs."
+            )
+    return "sft_steps: 196 games in batches of 8 for 2 epochs is the 50 steps of the cpu run."
 
 
-def check_advantages(advantages) -> None:
+def check_advantages(advantages) -> str:
     """09: TRL's group advantages, scale_rewards="group" ((r - mean) / (std + 1e-4)) or "none" (r - mean)."""
     rng = random.Random(0)
     groups = [[1.2, 0.7, 0.2, 0.7], [0.7] * 8, [0.7] * 7 + [0.9], [rng.random() for _ in range(8)]]
     for rewards in groups:
         r = np.array(rewards)
         for scale, expected in [("group", (r - r.mean()) / (r.std(ddof=1) + 1e-4)), ("none", r - r.mean())]:
-            got = np.asarray(advantages(rewards, scale), dtype=float)
-            assert got.shape == r.shape and np.allclose(got, expected, atol=1e-6), (
-                f"rewards {rewards}, scale_rewards={scale!r}: got {np.round(got, 3)}, expected "
-                f"{np.round(expected, 3)}. TRL uses the sample std (ddof=1) and adds 1e-4 before dividing."
-            )
-    _ok("with scale_rewards='group' a 0.2 format gap becomes an advantage of about 2.5; 'none' keeps it 0.2.")
+            got = np.asarray(_call(advantages, rewards, scale), dtype=float)
+            if not (got.shape == r.shape and np.allclose(got, expected, atol=1e-6)):
+                raise ExerciseError(
+                    f"advantages({[round(x, 3) for x in rewards]}, {scale!r}) returned {np.round(got, 3)}, expected "
+                    f"{np.round(expected, 3)}. TRL uses the sample std (ddof=1) and adds 1e-4 before dividing."
+                )
+    return "advantages: with 'group' a 0.2 format gap becomes an advantage of about 2.5; 'none' keeps it 0.2."
 
 
-def check_games_needed(games: int) -> None:
+def check_games_needed(games_needed) -> None:
     """10: the fewest games (even number, half of them won) with a 95% Wilson interval under 20 points wide."""
+    if games_needed is None:
+        print("Not answered yet: set `games_needed` above to the fewest games.")
+        return
 
     def width(n):
         lo, hi = wilson_interval(n // 2, n)
         return hi - lo
 
     needed = next(n for n in range(2, 10_000, 2) if width(n) < 0.20)
-    assert games == needed, (
-        f"with {games} games the interval is {width(games) * 100:.1f} points wide; look for the smallest "
-        "even n with hi - lo < 0.20, e.g. with a loop over wilson_interval(n // 2, n)."
-    )
+    if games_needed != needed:
+        shown = f"{width(games_needed) * 100:.1f} points wide" if _is_number(games_needed) and games_needed > 0 else "?"
+        raise ExerciseError(
+            f"games_needed = {games_needed!r}: that interval is {shown}, or a smaller even n already has "
+            "hi - lo < 0.20. Loop over even n with wilson_interval(n // 2, n) and stop at the first under 0.20."
+        )
     _ok(f"{needed} games per opponent; the cpu profile plays {PROFILES['cpu'].eval.games}.")
 
 
@@ -763,6 +774,11 @@ def check_games_to_confirm(answer) -> None:
 
 
 WORKSHOP = {  # part -> (the notebook whose solution block defines it, its check)
+    "reward_with_format": ("01_rl_concepts.ipynb", check_format_reward),
+    "my_wilson": ("06_evaluate_models.ipynb", check_wilson),
+    "keep_hard_win": ("07_sft_data_generation.ipynb", check_hard_win_filter),
+    "sft_steps": ("08_sft_warmup.ipynb", check_sft_steps),
+    "advantages": ("09_grpo_training.ipynb", check_advantages),
     "parse_reversed": ("02_single_turn_env.ipynb", check_parse_reversed),
     "lcs_ratio": ("02_single_turn_env.ipynb", check_lcs_ratio),
     "lcs_reward": ("02_single_turn_env.ipynb", check_lcs_reward),

@@ -307,7 +307,7 @@ def test_the_experiment_answers_are_checked(capsys):
         exercises.check_changed_share(2, table)  # a count, not a share
 
 
-@pytest.mark.parametrize("notebook", NOTEBOOKS)
+@pytest.mark.parametrize("notebook", [n for n in NOTEBOOKS if n[:2] in ("02", "03", "04", "05")])
 def test_the_workshop_notebooks_print_no_library_source(notebook):
     """The learner reads their own code in the cells; library source printouts are out."""
     sources = "".join("".join(c["source"]) for c in json.loads((exercises.NOTEBOOKS / notebook).read_text())["cells"])
