@@ -335,16 +335,16 @@ def check_lcs_reward(lcs_reward) -> str:
     return "lcs_reward scores the parsed block, and a reply without one gets 0.0."
 
 
-def _same_rewards(env, reference, part: str, yours: str, hint: str = "", rows: int = 3) -> None:
-    """Raise, naming the first item and reply kind, where `env` and `reference` score CHECK_REPLIES differently."""
+def same_rewards(env, reference, players: dict, part: str, yours: str, hint: str = "", items: int = 3) -> None:
+    """Raise, naming the first item and player (a reply maker, or a client) where `env` and `reference` score
+    differently on their first `items` items (workshop.score plays both)."""
     from course_lib import workshop
 
-    mine, theirs = (workshop.score(e, CHECK_REPLIES, rows).itertuples(index=False) for e in (env, reference))
+    mine, theirs = (workshop.score(e, players, items).itertuples(index=False) for e in (env, reference))
     for (item, kind, got), (_, _, want) in zip(mine, theirs):
         if not math.isclose(got, want, abs_tol=1e-9):
             raise ExerciseError(
-                f"{part}: for item {item} and the reply '{kind}' {yours} gives {got:.4f}, the reference "
-                f"{want:.4f}{hint}"
+                f"{part}: for item {item}, with '{kind}', {yours} gives {got:.4f}, the reference {want:.4f}{hint}"
             )
 
 
@@ -374,7 +374,7 @@ def check_make_rubric(make_rubric) -> str:
             "and parser.get_format_reward_func() (named format_reward_func) with weight 0.2."
         )
     mine = vf.SingleTurnEnv(eval_dataset=reference.get_eval_dataset(), parser=reference.parser, rubric=rubric)
-    _same_rewards(mine, reference, "make_rubric", "your rubric", ".")
+    same_rewards(mine, reference, CHECK_REPLIES, "make_rubric", "your rubric", ".")
     return "make_rubric: your rubric scores like the reference, lcs_reward + 0.2 × format."
 
 
@@ -416,7 +416,8 @@ def check_load_environment(load_environment) -> str:
             f"{call}: the prompt starts with {_short(system)}; expected the system prompt, which tells "
             "the model to answer inside <reversed_text> tags (pass system_prompt= to vf.SingleTurnEnv)."
         )
-    _same_rewards(env, reference, call, "your environment", ": do you pass your parser and rubric to vf.SingleTurnEnv?")
+    hint = ": do you pass your parser and rubric to vf.SingleTurnEnv?"
+    same_rewards(env, reference, CHECK_REPLIES, call, "your environment", hint)
     return "load_environment: the reference's rows for a seed, and the same rewards for the same replies."
 
 

@@ -11,7 +11,7 @@ import json
 import re
 import time
 
-from course_lib.exercises import ExerciseError, _call, _short, is_todo
+from course_lib.exercises import ExerciseError, _call, _short, is_todo, same_rewards
 
 NOTEBOOK = "04_tool_env.ipynb"
 
@@ -22,7 +22,7 @@ def _wiki():
     return wiki_search
 
 
-def _text(part, *args) -> str:
+def _tool_text(part, *args) -> str:
     """part(*args), which must be a str: a tool never raises and always answers in text."""
     got = _call(part, *args)
     if not isinstance(got, str):
@@ -32,7 +32,7 @@ def _text(part, *args) -> str:
 
 
 def _error_naming(part, args: tuple, what: str, must_name: str, hint: str) -> None:
-    got = _text(part, *args)
+    got = _tool_text(part, *args)
     if not (got.startswith("Error") and must_name in got):
         shown = ", ".join(repr(a) for a in args)
         raise ExerciseError(
@@ -66,7 +66,7 @@ def check_view_sections(view_sections) -> str:
     wiki = _wiki()
     for page_id, asked in [("honeybee", "honeybee"), ("mount-everest", "Mount Everest"), ("moon", "MOON")]:
         page = wiki.load_pages()[page_id]
-        got = _text(view_sections, asked)
+        got = _tool_text(view_sections, asked)
         lines = re.findall(r"^- ([a-z0-9-]+): (.*)$", got, re.MULTILINE)
         expected = [(s["section_id"], s["title"]) for s in page["sections"]]
         if lines != expected or f"page_id: {page_id}" not in got:
@@ -91,7 +91,7 @@ def check_read_section(read_section) -> str:
     ]:
         asked = asked or ("Mount Everest", section_id)
         section = next(s for s in wiki.load_pages()[page_id]["sections"] if s["section_id"] == section_id)
-        got = _text(read_section, *asked)
+        got = _tool_text(read_section, *asked)
         if section["text"] not in got:
             raise ExerciseError(
                 f"read_section{asked!r} returned {_short(got, 90)}; expected a text that holds the section's text "
@@ -118,7 +118,7 @@ def check_search_pages(search_pages) -> str:
     """04, part 3: the TOP_K best pages by bm25_scores, each with its page_id; errors for no keywords."""
     wiki = _wiki()
     for query in ["What are male honeybees called?", "the largest animal in the world", "bicycle", "river delta Egypt"]:
-        got = _text(search_pages, query)
+        got = _tool_text(search_pages, query)
         expected = [page_id for page_id, _ in wiki.bm25_scores(query)[: wiki.TOP_K]]
         if _page_ids(got) != expected:
             raise ExerciseError(
@@ -128,14 +128,14 @@ def check_search_pages(search_pages) -> str:
     _documented(search_pages)
     _error_naming(search_pages, ("",), "an empty query", "search_pages", "asks for keywords (names search_pages)")
     _error_naming(search_pages, ("what is the",), "a query of stopwords only", "search_pages", "names search_pages")
-    got = _text(search_pages, "xylophone")
+    got = _tool_text(search_pages, "xylophone")
     if _page_ids(got):
         raise ExerciseError(
             f"search_pages('xylophone') returned {_short(got, 80)}; no page has that word, so list no page "
             "(bm25_scores returns [] then) and suggest other keywords."
         )
     start = time.perf_counter()
-    _text(search_pages, "honeybee " * 100_000)
+    _tool_text(search_pages, "honeybee " * 100_000)
     if (seconds := time.perf_counter() - start) > 2:
         raise ExerciseError(
             f"search_pages took {seconds:.1f} s on a 900,000-character query; call bm25_scores once (it counts "
@@ -180,20 +180,6 @@ def check_correct_answer(correct_answer) -> str:
                 f"returned {got!r}; expected {expected}."
             )
     return "correct_answer rewards a short final message that holds the gold answer, and nothing else."
-
-
-def _same_rewards(env, reference, part: str, hint: str, items: int = 3) -> None:
-    """Raise where `env` and `reference` score the CHECK_PLAYERS differently on the first items."""
-    from course_lib import workshop
-
-    players = check_players()
-    mine, theirs = (workshop.score(e, players, items).itertuples(index=False) for e in (env, reference))
-    for (item, kind, got), (_, _, want) in zip(mine, theirs):
-        if abs(got - want) > 1e-9:
-            raise ExerciseError(
-                f"{part}: for item {item} and the player '{kind}' your environment gives {got:.4f}, the "
-                f"reference {want:.4f}{hint}"
-            )
 
 
 def tool_call_reply(*calls) -> "object":
@@ -261,7 +247,8 @@ def check_load_wiki_environment(load_wiki_environment) -> str:
             f"{call}: a call to a tool that does not exist is answered with {_short(message)}; pass "
             "error_formatter=format_tool_error, which names the tools."
         )
-    _same_rewards(env, reference, call, ": is correct_answer the rubric's only function, with weight 1.0?")
+    hint = ": is correct_answer the rubric's only function, with weight 1.0?"
+    same_rewards(env, reference, check_players(), call, "your environment", hint)
     return f"{call}: the reference's questions, the three tools, and the same rewards for the same players."
 
 

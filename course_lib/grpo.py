@@ -111,7 +111,7 @@ def build_grpo_trainer(
     )
 
 
-def final_checkpoint(profile: Profile) -> Path:
+def grpo_checkpoint(profile: Profile) -> Path:
     """Where notebook 09 saves the GRPO model (and notebook 10 looks for it)."""
     from course_lib.profiles import output_dir
 
@@ -122,12 +122,12 @@ def training_stages(profile: Profile) -> dict[str, str]:
     """Every model of the training story that exists, for notebook 10: stage -> checkpoint. A stage
     whose notebook has not run is left out and named, with the notebook that makes it."""
     from course_lib.models import resolve_model
-    from course_lib.sft import final_checkpoint as sft_checkpoint
+    from course_lib.sft import sft_checkpoint
 
     stages = {"base model": resolve_model(profile)}
     for stage, path, notebook in (
         ("after SFT", sft_checkpoint(profile), "08_sft_warmup.ipynb"),
-        ("after GRPO", final_checkpoint(profile), "09_grpo_training.ipynb"),
+        ("after GRPO", grpo_checkpoint(profile), "09_grpo_training.ipynb"),
     ):
         if (path / "config.json").is_file():
             stages[stage] = str(path)

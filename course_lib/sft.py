@@ -313,7 +313,7 @@ def checkpoint_or_train(profile: Profile) -> Path:
     GRPO must never start from the base model without anyone noticing."""
     from course_lib.models import resolve_model
 
-    final = final_checkpoint(profile)
+    final = sft_checkpoint(profile)
     if (final / "config.json").is_file():
         return final
     data, base = training_data_dir(profile), resolve_model(profile)
@@ -338,7 +338,7 @@ def sft_output_dir(profile: Profile | None = None) -> Path:
     return output_dir(profile or get_profile()) / "sft"
 
 
-def final_checkpoint(profile: Profile | None = None) -> Path:
+def sft_checkpoint(profile: Profile | None = None) -> Path:
     """Where notebook 08 saves the SFT model (and notebooks 09-10 look for it)."""
     return sft_output_dir(profile) / "final"
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from course_lib.grpo import build_grpo_trainer, latest_checkpoint, training_environment
 from course_lib.profiles import get_profile, output_dir
-from course_lib.sft import final_checkpoint, save_final
+from course_lib.sft import save_final, sft_checkpoint
 
 # The course's own sweep on the cpu profile (2 CPU cores), committed so that notebooks 09 and 10 can
 # show it without hours of training: sweep.csv, each run's log_history.json and games (README there).
@@ -41,7 +41,7 @@ CPU_RECIPE_RUN = "lora8-lr2e-4-opp0.0-0.5-64games"  # the run whose settings the
 
 
 def default_model(profile) -> str:
-    final = final_checkpoint(profile)
+    final = sft_checkpoint(profile)
     if not (final / "config.json").is_file():
         raise SystemExit(
             f"No SFT checkpoint at {final}: run notebook 08 (08_sft_warmup.ipynb) first, or pass "
