@@ -163,7 +163,7 @@ _BASE = Profile(
     eval=EvalBudget(games=100, max_tokens_per_turn=56),
     api=ApiBudget(max_tokens_per_turn=4096, max_concurrent=8),
     sft=SFTBudget(num_games=300, epochs=2.0, learning_rate=5e-5, batch_size=8, micro_batch_size=2, use_lora=False),
-    # The sweep run train_grpo.CPU_RECIPE_RUN (data/grpo_sweep_cpu/): 5 steps of 8 prompts x 8 games
+    # The sweep run sweeps.CPU_RECIPE_RUN (data/grpo_sweep_cpu/): 5 steps of 8 prompts x 8 games
     # (44 min on 2 cores), LoRA, opponents 0-50% random; micro-batches of 2 games: as fast as 4, half the memory
     grpo=GRPOBudget(
         max_steps=5,

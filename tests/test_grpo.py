@@ -246,7 +246,7 @@ def test_the_sweep_table_reads_the_rows_train_grpo_writes(tmp_path):
     computed over one opponent's games when the metric pools both."""
     import pandas as pd
 
-    from course_lib.train_grpo import sweep_table
+    from course_lib.sweeps import sweep_table
 
     row = {"run": "a", "settings": "grpo.learning_rate=2e-5", "training minutes": 30.0, "games per opponent": 100}
     for outcome in ("win", "loss", "non-loss"):
@@ -268,7 +268,7 @@ def test_the_recorded_sweep_has_a_row_a_log_and_games_for_every_run():
     read both), or a log that stops before the run's last step."""
     import pandas as pd
 
-    from course_lib.train_grpo import RECORDED_SWEEP, sweep_histories, sweep_table
+    from course_lib.sweeps import RECORDED_SWEEP, sweep_histories, sweep_table
 
     table = sweep_table(RECORDED_SWEEP / "sweep.csv")
     assert len(table) >= 4
@@ -287,7 +287,8 @@ def test_the_cpu_profile_trains_with_the_settings_of_its_recorded_run():
     import pandas as pd
 
     from course_lib.profiles import get_profile
-    from course_lib.train_grpo import CPU_RECIPE_RUN, RECORDED_SWEEP, with_settings
+    from course_lib.sweeps import CPU_RECIPE_RUN, RECORDED_SWEEP
+    from course_lib.train_grpo import with_settings
 
     runs = pd.read_csv(RECORDED_SWEEP / "sweep.csv").set_index("run")
     cpu = get_profile("cpu")
