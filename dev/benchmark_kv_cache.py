@@ -15,6 +15,7 @@ import time
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
+from course_lib import fast_generation
 from course_lib.local_model import LocalModel, sample_batch
 from course_lib.models import embedded_checkpoint
 
@@ -69,6 +70,7 @@ def run_course_lib():
         prompts,
         {"max_tokens": new_tokens, "temperature": 1.0, "top_p": 1.0},
         cached=cached,
+        make_cache=fast_generation.preallocated_cache,  # the fast path, as LocalModel uses it
     )
 
 
