@@ -38,6 +38,22 @@ def smaller_png(data: str) -> str:
     return smaller if len(smaller) < len(data) else data
 
 
+def settled_streams(outputs: list[dict]) -> list[dict]:
+    """Consecutive stdout/stderr outputs merged, each line as a terminal leaves it (a progress bar
+    redrawn with carriage returns shows its last state, not every update)."""
+    merged = []
+    for output in outputs:
+        if output.get("output_type") == "stream" and merged and merged[-1].get("name") == output.get("name"):
+            merged[-1] = {**merged[-1], "text": "".join(merged[-1]["text"]) + "".join(output["text"])}
+        else:
+            merged.append(output)
+    for output in merged:
+        if output.get("output_type") == "stream":
+            lines = "".join(output["text"]).split("\n")
+            output["text"] = "\n".join(line.rstrip("\r").split("\r")[-1] for line in lines)
+    return merged
+
+
 def run_window(notebook: dict) -> tuple[datetime, float] | None:
     """When the run started and how long it took, from the timestamps nbclient writes in each cell."""
     stamps = [
@@ -70,6 +86,8 @@ def publish(profile_name: str = "cpu") -> list[str]:
             left_out.append(f"{path.name}: {why}")
             continue
         for cell in executed["cells"]:
+            if "outputs" in cell:
+                cell["outputs"] = settled_streams(cell["outputs"])
             for output in cell.get("outputs", []):
                 if "image/png" in output.get("data", {}):
                     output["data"]["image/png"] = smaller_png(output["data"]["image/png"])

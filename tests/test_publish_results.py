@@ -69,3 +69,15 @@ def test_only_current_copies_are_published_with_their_run_and_smaller_figures(tm
     (notebooks / "01_a.ipynb").write_text(json.dumps(notebook("plot(changed=True)")))
     assert publish_results.publish("cpu")[0] == "01_a.ipynb: not run in the cpu profile"
     assert not (published / "cpu" / "01_a.ipynb").exists()  # its results no longer hold
+
+
+def test_a_progress_bar_is_published_as_it_ended():
+    """Catches: every redraw of a progress bar kept as its own output (hundreds of lines on GitHub)."""
+    outputs = [
+        {"output_type": "stream", "name": "stderr", "text": ["games:   0%| 0/4\r"]},
+        {"output_type": "stream", "name": "stderr", "text": ["games:  50%| 2/4\r", "games: 100%| 4/4\n"]},
+        {"output_type": "stream", "name": "stdout", "text": ["done\n"]},
+    ]
+    settled = publish_results.settled_streams(outputs)
+    assert [o["name"] for o in settled] == ["stderr", "stdout"]
+    assert settled[0]["text"] == "games: 100%| 4/4\n"
