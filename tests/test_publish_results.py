@@ -81,3 +81,12 @@ def test_a_progress_bar_is_published_as_it_ended():
     settled = publish_results.settled_streams(outputs)
     assert [o["name"] for o in settled] == ["stderr", "stdout"]
     assert settled[0]["text"] == "games: 100%| 4/4\n"
+
+
+def test_the_readme_links_exactly_the_published_copies():
+    """Catches: a README link to an executed copy that was removed as stale, or a published one not linked."""
+    import re
+
+    readme = (publish_results.ROOT / "README.md").read_text()
+    linked = set(re.findall(r"\(executed/cpu/(\d\d_\w+\.ipynb)\)", readme))
+    assert linked == {p.name for p in (publish_results.PUBLISHED / "cpu").glob("*.ipynb")}
