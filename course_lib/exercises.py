@@ -243,23 +243,30 @@ PARSE_CASES = [  # reply, what parse_reversed must return, what the case is
 ]
 
 
+def check_fast_on_unclosed_tags(parse, tag: str, advice: str) -> None:
+    """A parser must answer None, in milliseconds, to a reply that opens `tag` 3,000 times and never closes it."""
+    start = time.perf_counter()
+    got = _call(parse, tag * 3_000)
+    seconds = time.perf_counter() - start
+    if got is not None or seconds > 0.1:
+        raise ExerciseError(
+            f"{parse.__name__}: a reply that opens {tag} 3,000 times and never closes it took {seconds:.2f} s and "
+            f"returned {got!r} (expected None, in milliseconds). {advice}"
+        )
+
+
 def check_parse_reversed(parse_reversed) -> str:
     """02, part 1: the first <reversed_text> block, stripped; None without a complete block; fast."""
     for reply, expected, what in PARSE_CASES:
         got = _call(parse_reversed, reply)
         if got != expected:
             raise ExerciseError(f"parse_reversed: for {what}, {reply!r}, you returned {got!r}; expected {expected!r}.")
-    stall = "<reversed_text>" * 3_000
-    start = time.perf_counter()
-    got = _call(parse_reversed, stall)
-    seconds = time.perf_counter() - start
-    if got is not None or seconds > 0.1:
-        raise ExerciseError(
-            f"parse_reversed: a reply that opens <reversed_text> 3,000 times and never closes it took "
-            f"{seconds:.2f} s and returned {got!r} (expected None, in milliseconds). A model in training writes "
-            "such replies; a regular expression's time grows with the square of their length (a 1 MB reply: "
-            "hours). Search with str.find, starting after the opening tag."
-        )
+    check_fast_on_unclosed_tags(
+        parse_reversed,
+        "<reversed_text>",
+        "A model in training writes such replies; a regular expression's time grows with the square of their "
+        "length (a 1 MB reply: hours). Search with str.find, starting after the opening tag.",
+    )
     return f"parse_reversed reads the first complete block in {len(PARSE_CASES) + 1} cases, fast on a broken reply."
 
 
