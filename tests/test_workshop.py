@@ -51,6 +51,20 @@ def write_and_load(notebook: str, namespace: dict) -> dict:
     return namespace
 
 
+def load_alone(folder, env_id: str, args: str, reference_packages: tuple, shown: str = "len(env.get_eval_dataset())"):
+    """Load `env_id` with only `folder` and site-packages on the path (-I); fail if course_lib or a
+    reference package was imported. Returns what `shown` printed."""
+    code = (
+        f"import sys; sys.path.insert(0, {str(folder)!r}); import verifiers as vf\n"
+        f"env = vf.load_environment({env_id!r}, {args})\n"
+        f"assert not [m for m in sys.modules if m.split('.')[0] in {('course_lib', *reference_packages)!r}]\n"
+        f"print({shown})"
+    )
+    result = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout.strip()
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS)
 def test_each_part_has_a_stub_then_its_check_then_a_collapsed_solution(notebook):
     """Catches: a solution placed above its check (then "Run All" passes every check with no input),
@@ -253,14 +267,7 @@ def test_the_solutions_as_a_package_load_pass_the_check_and_score_like_the_refer
     assert len(table) == 4 * len(SCRIPTS[notebook]) and table.same.all(), table
     assert table.reference.nunique() > 1, "the replies must tell the rewards apart"
     # Copied alone: loads with only its own folder and site-packages on the path (-I), no course_lib.
-    code = (
-        f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import verifiers as vf\n"
-        f"env = vf.load_environment({env_id!r}, num_eval_examples=5)\n"
-        "assert not [m for m in sys.modules if m.split('.')[0] in ('course_lib', 'reverse_text', 'double_check')]\n"
-        "print(len(env.get_eval_dataset()))"
-    )
-    result = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=300)
-    assert result.stdout.strip() == "5", result.stderr[-2000:]
+    assert load_alone(tmp_path, env_id, "num_eval_examples=5", ("reverse_text", "double_check")) == "5"
 
 
 def test_a_wrong_part_in_the_package_is_caught_by_the_comparison(tmp_path, monkeypatch, capsys):

@@ -9,12 +9,11 @@ is checked.
 """
 
 import re
-import subprocess
 import sys
 
 import pytest
 import verifiers as vf
-from test_workshop import notebook_namespace, parts, write_and_load
+from test_workshop import load_alone, notebook_namespace, parts, write_and_load
 
 from course_lib import exercises, exercises_tictactoe, workshop
 
@@ -242,14 +241,7 @@ def test_the_solutions_as_a_package_load_pass_the_check_and_play_like_the_refere
     assert table["reference reward"].nunique() > 3, "the players must tell the rewards apart"
     assert any(" O" in moves for moves in table["reference moves"]), "the opponent must have moved"
     # Copied alone: loads with only its own folder and site-packages on the path (-I), no course_lib.
-    code = (
-        f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import verifiers as vf\n"
-        "env = vf.load_environment('my-tictactoe', num_train_examples=0, num_eval_examples=5)\n"
-        "assert not [m for m in sys.modules if m.split('.')[0] in ('course_lib', 'tictactoe')]\n"
-        "print(len(env.get_eval_dataset()))"
-    )
-    result = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=300)
-    assert result.stdout.strip() == "5", result.stderr[-2000:]
+    assert load_alone(tmp_path, "my-tictactoe", "num_train_examples=0, num_eval_examples=5", ("tictactoe",)) == "5"
 
 
 def test_a_wrong_part_in_the_package_is_named_by_the_comparison(tmp_path, monkeypatch, capsys):

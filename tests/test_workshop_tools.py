@@ -7,12 +7,16 @@ notebook's own package cells) load alone, pass check_environment and score like 
 wiki_search for the scripted expert and fixed replies.
 """
 
-import subprocess
 import sys
 
 import pytest
 import verifiers as vf
-from test_workshop import cells, notebook_namespace, write_and_load  # tests/ is on sys.path (no __init__.py)
+from test_workshop import (  # tests/ is on sys.path (no __init__.py)
+    cells,
+    load_alone,
+    notebook_namespace,
+    write_and_load,
+)
 
 from course_lib import exercises, exercises_tools, workshop
 
@@ -211,14 +215,9 @@ def test_the_solutions_as_a_package_load_alone_pass_the_check_and_score_like_the
     session_env = sys.modules["my_wiki_search"].WikiSessionEnv(eval_dataset=mine.get_eval_dataset())
     assert "session" not in str([t.parameters for t in session_env.tool_defs])
     # Copied alone: loads with only its own folder and site-packages on the path (-I), no course_lib.
-    code = (
-        f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import verifiers as vf\n"
-        "env = vf.load_environment('my-wiki-search', num_eval_examples=5)\n"
-        "assert not [m for m in sys.modules if m.split('.')[0] in ('course_lib', 'wiki_search')]\n"
-        "print(len(env.get_eval_dataset()), [t.name for t in env.tool_defs])"
-    )
-    result = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=300)
-    assert result.stdout.strip() == "5 ['search_pages', 'view_sections', 'read_section']", result.stderr[-2000:]
+    shown = "len(env.get_eval_dataset()), [t.name for t in env.tool_defs]"
+    loaded = load_alone(tmp_path, "my-wiki-search", "num_eval_examples=5", ("wiki_search",), shown)
+    assert loaded == "5 ['search_pages', 'view_sections', 'read_section']"
 
 
 def test_a_wrong_tool_in_the_package_is_caught_by_the_comparison(tmp_path, monkeypatch, capsys):
