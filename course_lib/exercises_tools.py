@@ -4,14 +4,15 @@ Each check runs the part on real cases and returns a one-line message, or raises
 one sentence naming the part, an example input and what was expected (see course_lib/exercises.py).
 The parts: the three tools (view_sections, read_section, search_pages), the reward (correct_answer),
 the ToolEnv (load_wiki_environment) and a hidden tool argument (WikiSessionEnv, a StatefulToolEnv).
-The reference they are compared with is the course's wiki_search environment.
+The reference they are compared with is the course's wiki_search environment. The experiment (how many
+turns the task needs) has its own check, check_turns_needed, called with the learner's reading.
 """
 
 import json
 import re
 import time
 
-from course_lib.exercises import ExerciseError, _call, _short, is_todo, same_rewards
+from course_lib.exercises import ExerciseError, _call, _is_number, _not_answered, _short, is_todo, same_rewards
 
 NOTEBOOK = "04_tool_env.ipynb"
 
@@ -328,6 +329,54 @@ def check_wiki_session_env(env_class) -> str:
             "note ['first']: create a new session for each rollout in setup_state, not one in __init__."
         )
     return f"{name}: take_note's session is hidden from the model, made per rollout and never forged."
+
+
+# ---------------------------------------------------------------- the experiment: how many turns does the task need?
+
+TURN_CAPS = range(1, 7)  # the max_turns values the notebook's plot tries
+
+
+def expert_reward_by_cap(items: int = 5) -> dict[int, float]:
+    """The scripted expert's mean reward in the reference environment for each max_turns of TURN_CAPS, on the
+    first `items` evaluation questions (through env.rollout and the rubric, as in an evaluation)."""
+    from course_lib import workshop
+    from course_lib.scripted_client import wiki_expert_client
+
+    wiki, players = _wiki(), {"scripted expert": wiki_expert_client()}
+    return {
+        cap: float(workshop.score(wiki.load_environment(max_turns=cap), players, items)["reward"].mean())
+        for cap in TURN_CAPS
+    }
+
+
+def check_turns_needed(answer) -> None:
+    """04, experiment: the smallest max_turns at which the scripted expert gets full reward, read off the plot;
+    exactly."""
+    if _not_answered(answer, "read the plot: the smallest max_turns whose bar reaches 1.0"):
+        return
+    rewards = expert_reward_by_cap()
+    right = min(cap for cap, reward in rewards.items() if reward == 1.0)
+    if _is_number(answer) and answer == right:
+        print(
+            f"Correct: {right}. The expert needs one model turn per step: search_pages, view_sections, read_section "
+            f"(every section in one message) and then the answer; with max_turns = {right - 1} the cap ends the "
+            f"rollout on its reads, before it answers, and the reward is {rewards[right - 1]:.0f}."
+        )
+        return
+    if _is_number(answer) and answer in rewards and answer < right:
+        raise ExerciseError(
+            f"the turns needed: with max_turns = {answer} the expert scores {rewards[answer]:.2f}, because the cap "
+            "ends the rollout before its answer; find the smallest max_turns whose bar reaches 1.0."
+        )
+    if _is_number(answer) and answer > right:
+        raise ExerciseError(
+            f"the turns needed: with max_turns = {answer} the expert does get full reward, but it needs fewer turns; "
+            "find the smallest max_turns whose bar reaches 1.0."
+        )
+    raise ExerciseError(
+        f"the turns needed: {answer!r} is not it; read the x axis under the first bar that reaches 1.0 (a whole "
+        f"number from {min(TURN_CAPS)} to {max(TURN_CAPS)})."
+    )
 
 
 WORKSHOP = {  # part -> (the notebook whose solution block defines it, its check); names unique across notebooks

@@ -8,6 +8,7 @@ cells and the package cells are read from the notebooks, so they cannot drift.
 """
 
 import json
+import re
 import subprocess
 import sys
 
@@ -312,6 +313,35 @@ def test_the_experiment_answers_are_checked(capsys):
     exercises.check_changed_share(0.4, table)
     with pytest.raises(exercises.ExerciseError):
         exercises.check_changed_share(2, table)  # a count, not a share
+
+
+def test_the_turn_cap_experiment_of_04_is_checked(capsys):
+    """Catches: a check that passes while unanswered, accepts a wrong reading, or disagrees with the notebook's
+    worked answer; and a notebook whose answer is filled in above the check or whose worked answer is not
+    collapsed right after it."""
+    from course_lib.exercises_tools import check_turns_needed
+
+    found = json.loads((exercises.NOTEBOOKS / "04_tool_env.ipynb").read_text())["cells"]
+    (at,) = [i for i, c in enumerate(found) if "check_turns_needed(answer)" in "".join(c["source"])]
+    source, after = "".join(found[at]["source"]), found[at + 1]
+    assert found[at]["cell_type"] == "code" and "check" in found[at]["metadata"].get("tags", [])
+    assert re.search(r"^answer = None\b", source, re.MULTILINE), "the check cell starts unanswered"
+    plot = "".join(found[at - 1]["source"])
+    assert plot.startswith("caps = [1, 2, 3, 4, 5, 6]") and "04_turn_cap.png" in plot, "the plot cell comes first"
+    text = "".join(after["source"])
+    assert after["cell_type"] == "markdown" and text.startswith("<details>") and not after["metadata"].get("tags")
+    stated = re.search(r"\*\*Answer: ([0-9]+)\.\*\*", text)
+    assert stated, "the worked answer states the value as **Answer: N.**"
+
+    check_turns_needed(None)  # the stub: not answered yet, and "Run All" goes on
+    assert capsys.readouterr().out.startswith("Not answered yet")
+    check_turns_needed(int(stated.group(1)))  # the worked answer passes
+    assert capsys.readouterr().out.startswith("Correct: 4.")
+    for wrong in (3, 1, 5, 8, "4", True, 0):  # cut off before the answer; not the fewest; the default; text; a bool
+        with pytest.raises(exercises.ExerciseError) as error:
+            check_turns_needed(wrong)
+        message = str(error.value)
+        assert message.startswith("the turns needed: ") and "\n" not in message, message
 
 
 @pytest.mark.parametrize("notebook", [n for n in NOTEBOOKS if n[:2] in ("02", "03", "04", "05")])
