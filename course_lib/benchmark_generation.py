@@ -75,7 +75,7 @@ async def play(llm, games: int, concurrency: int, max_tokens: int, max_turns: in
     }
 
 
-def main(argv=None):
+def benchmark_from_command_line(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ways", nargs="+", choices=WAYS, default=list(WAYS))
     parser.add_argument("--concurrency", nargs="+", type=int, default=[1, 8, 32, 64])
@@ -130,4 +130,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    benchmark_from_command_line()

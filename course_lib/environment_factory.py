@@ -10,7 +10,7 @@ from pathlib import Path
 
 from course_lib.grpo import grpo_config
 from course_lib.hardware import cuda_capability, score_answer_tokens_only_on_cpu, training_dtype
-from course_lib.local_model import register_grouped_query_sdpa
+from course_lib.local_model import generation_attention
 from course_lib.profiles import Profile
 from course_lib.sft import lora_config
 
@@ -38,7 +38,7 @@ def build_factory_trainer(
     from trl import GRPOTrainer
 
     capability = cuda_capability()
-    attention = register_grouped_query_sdpa() if capability is None else None
+    attention = generation_attention() if capability is None else None
     if capability is None:
         score_answer_tokens_only_on_cpu()
     functions = trl_metrics(metrics)

@@ -15,7 +15,8 @@ Both use transformers internals (`AttentionInterface`, `masking_utils.sdpa_mask`
 a cache's `layers` list), which change between releases. So the fast path runs only on a tested
 version, and `COURSE_FAST_GENERATION=0` switches it off; otherwise `LocalModel` generates with stock
 `generate` ("sdpa", DynamicCache), correct and slower, and says so in one printed sentence.
-Training code (sft, grpo, the rollout bridge) never imports this module.
+Training code never imports this module: GRPO's policy, which generates while it trains, asks
+`local_model.generation_attention()` for the attention to load with; SFT uses stock "sdpa".
 """
 
 import os

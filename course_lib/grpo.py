@@ -12,7 +12,7 @@ from transformers import TrainerCallback
 
 from course_lib import rollout_bridge
 from course_lib.hardware import cuda_capability, precision, score_answer_tokens_only_on_cpu, training_dtype
-from course_lib.local_model import register_grouped_query_sdpa
+from course_lib.local_model import generation_attention
 from course_lib.profiles import Profile
 from course_lib.sft import experiment_logging, lora_config
 
@@ -92,7 +92,7 @@ def build_grpo_trainer(
     generate_batch = rollout_bridge.vllm_generate_batch if profile.grpo.vllm_mode else rollout_bridge.hf_generate_batch
     capability = cuda_capability()
     # On CPU, the attention that reads grouped key/value heads in place (see local_model)
-    attention = register_grouped_query_sdpa() if capability is None else None
+    attention = generation_attention() if capability is None else None
     if capability is None:
         score_answer_tokens_only_on_cpu()
     return GRPOTrainer(

@@ -56,9 +56,10 @@ def fast_path():
     return fast_generation if fast_generation.enabled() else None
 
 
-def register_grouped_query_sdpa() -> str:
-    """The attention the fast path loads models with, or stock "sdpa" when it is off.
-    Kept for course_lib/grpo.py until it loads its model with stock attention."""
+def generation_attention() -> str:
+    """The attention to load a CPU model with that will generate padded batches while it trains
+    (GRPO's policy): the fast path's grouped-query attention when it is on (the same numbers as
+    "sdpa", without copying the cached keys and values once per query head), stock "sdpa" otherwise."""
     fast = fast_path()
     return fast.register_grouped_query_sdpa() if fast is not None else "sdpa"
 

@@ -110,7 +110,7 @@ def publish(profile_name: str = "cpu") -> list[str]:
     return left_out
 
 
-def main(argv: list[str]) -> int:
+def publish_from_command_line(argv: list[str]) -> int:
     if argv and argv[0] not in PROFILES:
         print(__doc__)
         return 0 if argv[0] in ("-h", "--help") else 2
@@ -125,4 +125,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(publish_from_command_line(sys.argv[1:]))

@@ -80,7 +80,7 @@ def evaluate_before_after(profile, start: str, final: str, games: int, out: Path
     return row
 
 
-def main(argv: list[str] | None = None) -> None:
+def train_from_command_line(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", help="smoke, cpu, gpu or full (default: from the hardware)")
     parser.add_argument("--model", help="checkpoint or Hub id to start from")
@@ -130,4 +130,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    train_from_command_line()
