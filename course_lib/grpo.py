@@ -6,6 +6,7 @@ notebook (`cpu`, `gpu`) and the multi-GPU script (`full`, see `course_lib/train_
 """
 
 import os
+import time
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -107,7 +108,7 @@ def build_grpo_trainer(
         rollout_func=rollout_bridge.make_rollout_func(
             env, dataset, tokenizer, generate_batch, profile.grpo.max_tokens_per_turn, stats
         ),
-        callbacks=callbacks,
+        callbacks=[*(callbacks or []), *([StepTimer(stats)] if stats is not None else [])],
     )
 
 
@@ -228,3 +229,45 @@ class LiveCurves(TrainerCallback):
         else:
             self.handle.update(fig)
         plt.close(fig)
+
+
+class StepTimer(TrainerCallback):
+    """Seconds per training step and in its optimizer update, into `stats` (see `step_split`)."""
+
+    def __init__(self, stats: dict):
+        self.stats = stats
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.step_start = time.perf_counter()
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        self.optimizer_start = time.perf_counter()
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        self.stats.setdefault("optimizer_seconds", []).append(time.perf_counter() - self.optimizer_start)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.stats.setdefault("step_seconds", []).append(time.perf_counter() - self.step_start)
+
+
+def step_split(stats: dict):
+    """Where each GRPO step's time went: the model generating the games, the environment (turns,
+    opponent, rubric, batching waits), TRL's scoring + forward + backward over the micro-batches,
+    and the optimizer update. One row per step of this process (a resumed run adds its steps)."""
+    import pandas as pd
+
+    steps = pd.DataFrame(
+        {key: stats[key] for key in ("step_seconds", "rollout_seconds", "generation_seconds", "optimizer_seconds")}
+    )
+    split = pd.DataFrame(
+        {
+            "step (s)": steps.step_seconds,
+            "generation": steps.generation_seconds,
+            "environment": steps.rollout_seconds - steps.generation_seconds,
+            "forward + backward": steps.step_seconds - steps.rollout_seconds - steps.optimizer_seconds,
+            "optimizer": steps.optimizer_seconds,
+        }
+    )
+    split.index = range(1, len(split) + 1)
+    split.index.name = "step"
+    return split.round(1)

@@ -16,6 +16,7 @@ out of the loss. Requests from all episodes in flight are batched into one `gene
 
 import asyncio
 import json
+import time
 from typing import Callable
 
 from course_lib.check_environment import reward_functions
@@ -95,13 +96,20 @@ def make_rollout_func(
             "top_p": trainer.args.top_p,
         }
         prefix_cache = PrefixCache(max_entries=len(prompts))  # this step's weights only
-        client = LocalModelClient(
-            tokenizer,
-            lambda ids, options: generate_batch(trainer, ids, options, prefix_cache),
-            sampling,
-            max_batch_size=len(prompts),
-        )
+        generation_seconds = 0.0
+
+        def generate(ids, options):  # the model's share of the rollouts, for grpo.step_split
+            nonlocal generation_seconds
+            start = time.perf_counter()
+            try:
+                return generate_batch(trainer, ids, options, prefix_cache)
+            finally:
+                generation_seconds += time.perf_counter() - start
+
+        client = LocalModelClient(tokenizer, generate, sampling, max_batch_size=len(prompts))
+        start = time.perf_counter()
         states = run_coroutine(play_episodes(env, rows, client))
+        rollout_seconds = time.perf_counter() - start
         output = {"prompt_ids": [], "completion_ids": [], "env_mask": [], "logprobs": []}
         for state in states:
             for key, value in episode_tokens(state).items():
@@ -110,6 +118,8 @@ def make_rollout_func(
             output[name] = [state["metrics"][name] for state in states]
         if stats is not None:  # TRL logs the rest (rewards, lengths, frac_reward_zero_std)
             stats.setdefault("closed_turns", []).append(client.closed_turns)
+            stats.setdefault("rollout_seconds", []).append(rollout_seconds)
+            stats.setdefault("generation_seconds", []).append(generation_seconds)
         return output
 
     return rollout_func

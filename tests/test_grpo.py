@@ -119,6 +119,11 @@ def test_two_grpo_steps_on_groups_whose_rewards_differ_change_the_weights(smoke_
     ]
     assert len(changed) > 0.9 * len(before)
     json.dumps(trainer.state.log_history)  # the notebook saves it
+    # Catches: a step split whose parts do not add up to the step, or that misses a step.
+    split = grpo.step_split(stats)
+    assert list(split.index) == [1, 2] and (split >= 0).all().all()
+    parts = split[["generation", "environment", "forward + backward", "optimizer"]].sum(axis=1)
+    assert (abs(parts - split["step (s)"]) <= 0.2).all() and (split["forward + backward"] > 0).all()
 
 
 def test_sweep_settings_take_the_field_type_and_unknown_fields_stop_with_the_list():
