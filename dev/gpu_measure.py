@@ -10,7 +10,7 @@ is recorded with its traceback or the cap, and the next part still runs):
 - grpo: `grpo.build_grpo_trainer` on `grpo.training_environment`, from the base model, the profile's recipe
   with grpo.max_steps=2 (cpu: 8 prompts x 8 games a step, LoRA, transformers generation);
   seconds per step, split into the rollout (`rollout_func`: the games, generation included) and the rest
-  (scoring, forward/backward, optimizer, checkpoint);
+  (scoring, forward/backward, optimizer, checkpoint), and the course's own split (`grpo.step_split`);
 - sft: `sft.build_sft_trainer` on `sft.training_data_dir`'s games (notebook 08's data), `--sft-steps` steps;
 - eval: `evaluation.evaluate_model` of the base model, the profile's games per opponent (cpu: 100) against
   the random and the optimal opponent, the way notebooks 06 and 08 call it (`serving.start_model`: on a GPU,
@@ -194,9 +194,19 @@ def part_grpo(profile, record: PartRecord, args) -> None:
     ]
     logs = [row for row in trainer.state.log_history if "reward" in row or "step_time" in row]
     keep = ("step", "step_time", "reward", "reward_std", "completions/mean_length", "num_tokens")
+    timers = ("step_seconds", "rollout_seconds", "generation_seconds", "optimizer_seconds")
+    course_stats = {key: [round(x, 3) for x in stats[key]] for key in timers if key in stats}
+    try:  # the course's own split (grpo.step_split: generation / environment / forward+backward / optimizer)
+        course_split = (
+            None if "generation_seconds" not in stats else grpo.step_split(stats).reset_index().to_dict("records")
+        )
+    except Exception as error:
+        course_split = repr(error)
     record.update(
         train_seconds=round(train_seconds, 2),
         split=split,
+        course_stats=course_stats,
+        course_split=course_split,
         trl_log=[{k: row[k] for k in keep if k in row} for row in logs],
         closed_turns=stats.get("closed_turns"),
         **gpu_memory(),
@@ -253,7 +263,9 @@ def summary_rows(result) -> list[dict]:
     columns += ["tokens_per_game", "errors"]
     rows = result.summary[[c for c in columns if c in result.summary]].to_dict("records")
     for row in rows:
-        row["W/D/L"] = "/".join(str(round(row[k] * row["games"])) for k in ("win", "draw", "loss"))
+        row["W/D/L/unfinished"] = "/".join(
+            str(round(row[k] * row["games"])) for k in ("win", "draw", "loss", "unfinished")
+        )
     return rows
 
 
@@ -415,14 +427,14 @@ def summary(result: dict) -> dict:
     """The numbers in one line (the device tool returns the output's tail even when files do not come back)."""
     keep = ("ok", "error", "seconds", "checkpoint_was_cached", "build_seconds", "step_seconds", "rollout_seconds")
     keep += ("train_seconds", "mean_step_seconds_after_first", "wall_seconds", "server_start_seconds", "load_seconds")
-    keep += ("gpu_max_allocated_gib", "skipped", "model_device", "fast_generation")
+    keep += ("gpu_max_allocated_gib", "skipped", "model_device", "fast_generation", "course_split")
     parts = {}
     for name, data in result["parts"].items():
         parts[name] = {k: data[k] for k in keep if k in data}
         if "error" in parts[name]:
             parts[name]["error"] = str(parts[name]["error"])[:300]
         if "summary" in data:
-            parts[name]["W/D/L"] = {row["opponent"]: row["W/D/L"] for row in data["summary"]}
+            parts[name]["W/D/L/unfinished"] = {row["opponent"]: row["W/D/L/unfinished"] for row in data["summary"]}
     env = result["environment"]
     return {"device": env.get("device"), "torch": env.get("torch"), "total_s": result.get("total_seconds"), **parts}
 
