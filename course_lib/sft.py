@@ -23,7 +23,6 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from course_lib.data_files import read_jsonl
 from course_lib.hardware import cuda_capability, precision, release, score_answer_tokens_only_on_cpu, training_dtype
 from course_lib.profiles import Profile, get_profile
 from tictactoe import GAME_STATE_COLUMNS, MAX_TURNS, load_environment, message_text, outcome
@@ -149,14 +148,42 @@ def save_dataset(rows: list[dict], directory: Path, meta: dict) -> Path:
 
 
 def load_dataset(directory: Path = DATA_DIR):
-    """The SFT games as a `datasets.Dataset` (default: the shipped expert games)."""
+    """The SFT games as a `datasets.Dataset` (default: the shipped expert games), each with a list of
+    `messages`; a broken file fails here with a ValueError naming the file, the line and the fix."""
     from datasets import Dataset
 
+    path = Path(directory) / GAMES_FILE
     fix = (
         "Write the games again with `python -m course_lib.sft` (notebook 07), or restore the shipped "
         "ones with `git checkout data/tictactoe_sft`."
     )
-    return Dataset.from_list(read_jsonl(Path(directory) / GAMES_FILE, {"messages": list}, fix))
+
+    def problem(game) -> str | None:
+        if not isinstance(game, dict):
+            return f"a JSON {type(game).__name__}, not an object with messages"
+        if (messages := game.get("messages")) is None:
+            return "field 'messages' is missing (every row needs messages)"
+        if not isinstance(messages, list):
+            return f"field 'messages' is {messages!r:.60}, a {type(messages).__name__}; it must be a list"
+        return None
+
+    if not path.is_file() or not path.read_bytes().strip():
+        raise ValueError(f"{path}: {'the file has no rows' if path.is_file() else 'file not found'}. {fix}")
+    try:  # datasets reads; on_mixed_types=None: a field of two types fails instead of becoming JSON text
+        games = Dataset.from_json(str(path), on_mixed_types=None)
+        if not any(map(problem, games)):
+            return games
+        error = "a row the check refuses"
+    except Exception as failure:
+        error = failure.__cause__ or failure
+    for number, line in enumerate(path.read_bytes().splitlines(), 1):  # datasets names no line: find it
+        try:
+            reason = problem(json.loads(line)) if line.strip() else None
+        except ValueError as failure:  # bad bytes or a truncated line
+            reason = f"not valid JSON in UTF-8 ({failure}); each line must be one complete JSON object"
+        if reason:
+            raise ValueError(f"{path}, line {number}: {reason}. {fix}")
+    raise ValueError(f"{path}: datasets cannot read it ({error}). {fix}")
 
 
 def dataset_meta(teacher: str, outputs: list[dict], rows: list[dict], dropped: dict, seed: int = TEACHER_SEED) -> dict:
