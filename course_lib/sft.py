@@ -17,14 +17,12 @@ Read top to bottom:
 Regenerate the shipped dataset (deterministic, a few seconds): `python -m course_lib.sft`
 """
 
-import importlib.util
 import json
-import os
-from datetime import datetime
 from pathlib import Path
 
 from course_lib.hardware import cuda_capability, precision, release, score_answer_tokens_only_on_cpu, training_dtype
 from course_lib.profiles import Profile, get_profile
+from course_lib.training import experiment_logging, lora_config
 from tictactoe import GAME_STATE_COLUMNS, MAX_TURNS, load_environment, message_text, outcome
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "tictactoe_sft"
@@ -261,28 +259,6 @@ def sft_config(profile: Profile, output_dir: Path, **overrides):
     )
     settings.update(overrides)
     return SFTConfig(**settings)
-
-
-TRACKIO_PROJECT = "llm-rl-environments"
-
-
-def experiment_logging(run_name: str) -> dict:
-    """TRL's logger settings: trackio where it is installed (local, no account: its dashboard is
-    `trackio show --project llm-rl-environments`), else none; COURSE_TRACKIO=0 turns it off. GRPO uses it too."""
-    if os.environ.get("COURSE_TRACKIO") == "0" or importlib.util.find_spec("trackio") is None:
-        return dict(report_to="none")
-    print(f"Curves also go to trackio: run `trackio show --project {TRACKIO_PROJECT}` to see them in a browser.")
-    started = datetime.now().strftime("%m%d-%H%M")  # one run per training, not one growing curve per name
-    return dict(report_to="trackio", project=TRACKIO_PROJECT, run_name=f"{run_name}-{started}")
-
-
-def lora_config(use_lora: bool, rank: int = 16):
-    """LoRA adapters on every linear layer (alpha = 2 x rank), or None: full fine-tuning. GRPO uses it too."""
-    if not use_lora:
-        return None
-    from peft import LoraConfig
-
-    return LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM")
 
 
 def build_sft_trainer(profile: Profile, dataset, model_path: str, output_dir: Path, callbacks=None, **config_overrides):
