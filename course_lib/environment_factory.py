@@ -12,7 +12,7 @@ from course_lib.grpo import grpo_config
 from course_lib.hardware import cuda_capability, score_answer_tokens_only_on_cpu, training_dtype
 from course_lib.local_model import generation_attention
 from course_lib.profiles import Profile
-from course_lib.sft import lora_config
+from course_lib.training import lora_config
 
 
 def trl_metrics(metrics: list) -> list:

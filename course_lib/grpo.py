@@ -15,7 +15,7 @@ from course_lib import rollout_bridge
 from course_lib.hardware import cuda_capability, precision, score_answer_tokens_only_on_cpu, training_dtype
 from course_lib.local_model import generation_attention
 from course_lib.profiles import Profile
-from course_lib.sft import experiment_logging, lora_config
+from course_lib.training import experiment_logging, lora_config
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
 

@@ -10,21 +10,21 @@ far, so a rerun plays the same games; the random player's also by the game (the 
 that two games reaching the same position need not get the same answer. No tokens are generated,
 so no usage is reported.
 
-`wiki_expert_client()` plays the wiki-search environment the same way: a fixed search-view-read
-plan through the tools (no model), to test the tool mechanics and to compare models against.
+`wiki_expert_client()` plays the wiki-search environment the same way, with the environment's own
+scripted expert (`wiki_search.expert.wiki_expert_turn`: a fixed search-view-read plan through the
+tools, no model), to test the tool mechanics and to compare models against.
 """
 
 import hashlib
-import json
 import random
 import re
 
 import verifiers as vf
 
-import wiki_search as wiki
 from course_lib.offline import OfflineClient
 from tictactoe import message_text
 from tictactoe.game import expert_move, is_over, legal_moves
+from wiki_search.expert import wiki_expert_turn
 
 PLAYERS = ("expert", "random")
 _ROW = re.compile(r"^ ?([XO0-8]) \| ([XO0-8]) \| ([XO0-8]) ?$", re.MULTILINE)
@@ -79,40 +79,6 @@ class ScriptedClient(OfflineClient):
 
 
 # ---------------------------------------------------------------- the wiki-search expert
-
-
-def wiki_expert_turn(messages: list, answer: str) -> dict:
-    """The wiki expert's next assistant message, a fixed plan: search_pages(question), view_sections of the
-    top hit, read_section on every section (parallel calls), then answer -- with the gold
-    answer if a section it read contains it, else "I could not find the answer". So it
-    is right exactly when the search put the right page first: it measures the tools."""
-    last_assistant = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
-    last_calls = [c["name"] if isinstance(c, dict) else c.name for c in (last_assistant or {}).get("tool_calls") or []]
-    results = []  # the tool results that answer the last assistant message
-    for message in reversed(messages):
-        if message.get("role") != "tool":
-            break
-        results.insert(0, message_text(message))
-
-    def call(name: str, **arguments) -> dict:
-        return {"name": name, "arguments": json.dumps(arguments)}
-
-    if last_assistant is None:
-        question = next(message_text(m) for m in reversed(messages) if m.get("role") == "user")
-        return {"content": None, "tool_calls": [call("search_pages", query=question)]}
-    hit = re.search(r"page_id: ([a-z0-9-]+)", results[0] if results else "")
-    if last_calls == ["search_pages"] and hit:
-        return {"content": None, "tool_calls": [call("view_sections", page_id=hit.group(1))]}
-    if last_calls == ["view_sections"] and hit:
-        section_ids = re.findall(r"^- ([a-z0-9-]+):", results[0], flags=re.M)
-        return {
-            "content": None,
-            "tool_calls": [call("read_section", page_id=hit.group(1), section_id=s) for s in section_ids],
-        }
-    if last_calls and all(name == "read_section" for name in last_calls):
-        if any(f" {wiki.normalize(answer)} " in f" {wiki.normalize(text)} " for text in results):
-            return {"content": f"The answer is {answer}.", "tool_calls": None}
-    return {"content": "I could not find the answer.", "tool_calls": None}
 
 
 def wiki_expert_client(policy=wiki_expert_turn) -> "vf.Client":

@@ -17,15 +17,12 @@ Read top to bottom:
 Regenerate the shipped dataset (deterministic, a few seconds): `python -m course_lib.sft`
 """
 
-import importlib.util
 import json
-import os
-from datetime import datetime
 from pathlib import Path
 
-from course_lib.data_files import read_jsonl
 from course_lib.hardware import cuda_capability, precision, release, score_answer_tokens_only_on_cpu, training_dtype
 from course_lib.profiles import Profile, get_profile
+from course_lib.training import experiment_logging, lora_config
 from tictactoe import GAME_STATE_COLUMNS, MAX_TURNS, load_environment, message_text, outcome
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "tictactoe_sft"
@@ -149,14 +146,42 @@ def save_dataset(rows: list[dict], directory: Path, meta: dict) -> Path:
 
 
 def load_dataset(directory: Path = DATA_DIR):
-    """The SFT games as a `datasets.Dataset` (default: the shipped expert games)."""
+    """The SFT games as a `datasets.Dataset` (default: the shipped expert games), each with a list of
+    `messages`; a broken file fails here with a ValueError naming the file, the line and the fix."""
     from datasets import Dataset
 
+    path = Path(directory) / GAMES_FILE
     fix = (
         "Write the games again with `python -m course_lib.sft` (notebook 07), or restore the shipped "
         "ones with `git checkout data/tictactoe_sft`."
     )
-    return Dataset.from_list(read_jsonl(Path(directory) / GAMES_FILE, {"messages": list}, fix))
+
+    def problem(game) -> str | None:
+        if not isinstance(game, dict):
+            return f"a JSON {type(game).__name__}, not an object with messages"
+        if (messages := game.get("messages")) is None:
+            return "field 'messages' is missing (every row needs messages)"
+        if not isinstance(messages, list):
+            return f"field 'messages' is {messages!r:.60}, a {type(messages).__name__}; it must be a list"
+        return None
+
+    if not path.is_file() or not path.read_bytes().strip():
+        raise ValueError(f"{path}: {'the file has no rows' if path.is_file() else 'file not found'}. {fix}")
+    try:  # datasets reads; on_mixed_types=None: a field of two types fails instead of becoming JSON text
+        games = Dataset.from_json(str(path), on_mixed_types=None)
+        if not any(map(problem, games)):
+            return games
+        error = "a row the check refuses"
+    except Exception as failure:
+        error = failure.__cause__ or failure
+    for number, line in enumerate(path.read_bytes().splitlines(), 1):  # datasets names no line: find it
+        try:
+            reason = problem(json.loads(line)) if line.strip() else None
+        except ValueError as failure:  # bad bytes or a truncated line
+            reason = f"not valid JSON in UTF-8 ({failure}); each line must be one complete JSON object"
+        if reason:
+            raise ValueError(f"{path}, line {number}: {reason}. {fix}")
+    raise ValueError(f"{path}: datasets cannot read it ({error}). {fix}")
 
 
 def dataset_meta(teacher: str, outputs: list[dict], rows: list[dict], dropped: dict, seed: int = TEACHER_SEED) -> dict:
@@ -234,28 +259,6 @@ def sft_config(profile: Profile, output_dir: Path, **overrides):
     )
     settings.update(overrides)
     return SFTConfig(**settings)
-
-
-TRACKIO_PROJECT = "llm-rl-environments"
-
-
-def experiment_logging(run_name: str) -> dict:
-    """TRL's logger settings: trackio where it is installed (local, no account: its dashboard is
-    `trackio show --project llm-rl-environments`), else none; COURSE_TRACKIO=0 turns it off. GRPO uses it too."""
-    if os.environ.get("COURSE_TRACKIO") == "0" or importlib.util.find_spec("trackio") is None:
-        return dict(report_to="none")
-    print(f"Curves also go to trackio: run `trackio show --project {TRACKIO_PROJECT}` to see them in a browser.")
-    started = datetime.now().strftime("%m%d-%H%M")  # one run per training, not one growing curve per name
-    return dict(report_to="trackio", project=TRACKIO_PROJECT, run_name=f"{run_name}-{started}")
-
-
-def lora_config(use_lora: bool, rank: int = 16):
-    """LoRA adapters on every linear layer (alpha = 2 x rank), or None: full fine-tuning. GRPO uses it too."""
-    if not use_lora:
-        return None
-    from peft import LoraConfig
-
-    return LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM")
 
 
 def build_sft_trainer(profile: Profile, dataset, model_path: str, output_dir: Path, callbacks=None, **config_overrides):

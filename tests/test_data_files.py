@@ -16,7 +16,7 @@ import reverse_text
 import wiki_search as wiki
 from course_lib import sft
 
-DataFileError = ValueError  # each environment (and course_lib.data_files) has its own subclass
+DataFileError = ValueError  # each environment has its own subclass; sft raises ValueError itself
 
 
 def edit_line(path: Path, number: int, edit) -> None:
@@ -28,12 +28,19 @@ def edit_line(path: Path, number: int, edit) -> None:
 
 FAULTS = {  # name -> (edit of line 3 given a field name, what the message must say after "line 3: ")
     "truncated JSON line": (lambda line, key: line[: len(line) // 2] + b"\n", "not valid JSON"),
-    "bad bytes": (lambda line, key: line.replace(b'"', b'"\xff', 1), "byte b'\\xff'"),
+    "bad bytes": (
+        lambda line, key: line.replace(b'"', b'"\xff', 1),
+        "not valid JSON in UTF-8 ('utf-8' codec can't decode byte 0xff",
+    ),
     "not an object": (lambda line, key: b"[1, 2]\n", "a JSON list"),
     "missing field": (lambda line, key: line.replace(b'"%s"' % key, b'"X"', 1), "field '{key}' is missing"),
     "wrong type": (
         lambda line, key: line.replace(b'"%s": ' % key, b'"%s": {"x": 1}, "was": ' % key, 1),
         "field '{key}' is {{'x': 1}}, a dict; it must be a",
+    ),
+    "a number among other types": (  # datasets alone would turn the whole column into floats or JSON text
+        lambda line, key: line.replace(b'"%s": ' % key, b'"%s": 7.5, "was": ' % key, 1),
+        "field '{key}' is 7.5, a float; it must be a",
     ),
 }
 

@@ -11,7 +11,7 @@ import random
 import pytest
 import torch
 
-from course_lib import sft
+from course_lib import sft, training
 from course_lib.profiles import PROFILES, get_profile
 from course_lib.scripted_client import ScriptedClient, read_board
 from tictactoe import MoveParser
@@ -314,8 +314,8 @@ def test_sft_config_fits_the_profile():
     assert config.per_device_train_batch_size * config.gradient_accumulation_steps == profile.sft.batch_size
     assert config.per_device_train_batch_size == profile.sft.micro_batch_size
     assert config.learning_rate == profile.sft.learning_rate and config.num_train_epochs == profile.sft.epochs
-    assert sft.lora_config(profile.sft.use_lora) is None
-    assert all(sft.lora_config(PROFILES[name].sft.use_lora) is not None for name in ("gpu", "full"))
+    assert training.lora_config(profile.sft.use_lora) is None
+    assert all(training.lora_config(PROFILES[name].sft.use_lora) is not None for name in ("gpu", "full"))
 
 
 def test_training_logs_to_trackio_where_installed_and_not_when_switched_off(monkeypatch):
@@ -326,15 +326,15 @@ def test_training_logs_to_trackio_where_installed_and_not_when_switched_off(monk
 
     monkeypatch.delenv("COURSE_TRACKIO", raising=False)
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "trackio" else None)
-    assert sft.experiment_logging("x")["report_to"] == "trackio"
-    assert sft.experiment_logging("x")["project"] == sft.TRACKIO_PROJECT
+    assert training.experiment_logging("x")["report_to"] == "trackio"
+    assert training.experiment_logging("x")["project"] == training.TRACKIO_PROJECT
     for config in (
         sft.sft_config(PROFILES["smoke"], "/tmp/unused"),
         grpo.grpo_config(PROFILES["smoke"], "/tmp/unused", [1.0]),
     ):
         assert config.report_to == ["trackio"] and config.run_name.startswith(("sft-smoke-unused", "grpo-smoke-unused"))
     monkeypatch.setenv("COURSE_TRACKIO", "0")
-    assert sft.experiment_logging("x") == {"report_to": "none"}
+    assert training.experiment_logging("x") == {"report_to": "none"}
     monkeypatch.delenv("COURSE_TRACKIO")
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
-    assert sft.experiment_logging("x") == {"report_to": "none"}
+    assert training.experiment_logging("x") == {"report_to": "none"}

@@ -43,9 +43,9 @@ TOP_K = 5
 MAX_ANSWER_WORDS = 40  # a longer final message scores 0 (section 3 says why)
 
 # ---------------------------------------------------------------- reading the data file
-# A bad data file stops load_environment() with a message naming the file, the line and the fix,
-# not a bare KeyError in a reward function later. (The same reader is in each course environment,
-# so that each one can be copied alone.)
+# `datasets` reads the file; a short field check stops load_environment() with a message naming the
+# file, the line and the fix, not a bare KeyError in a reward function later. (The same reader is in
+# each course environment, so that each one can be copied alone.)
 
 
 class DataFileError(ValueError):
@@ -56,50 +56,39 @@ class DataFileError(ValueError):
 
 
 def read_jsonl(path: Path, fields: dict, fix: str, check=lambda row: None) -> list[dict]:
-    """The rows of `path`, one JSON object per non-blank line, each with `fields` (name -> type),
-    each accepted by `check(row)` (which returns what is wrong, or None). Raises DataFileError."""
+    """The rows of the JSON Lines file `path`, read by `datasets`, each an object with `fields`
+    (name -> type) that `check(row)` accepts (it returns what is wrong, or None). Raises DataFileError."""
+
+    def problem(row) -> str | None:
+        if not isinstance(row, dict):
+            return f"a JSON {type(row).__name__}, not an object with {', '.join(fields)}"
+        for name, kind in fields.items():
+            if (value := row.get(name)) is None:
+                return f"field {name!r} is missing (every row needs {', '.join(fields)})"
+            if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+                return f"field {name!r} is {value!r:.60}, a {type(value).__name__}; it must be a {kind.__name__}"
+        return check(row)
+
+    from datasets import Dataset  # here, not at the top: see make_dataset
+
     path = Path(path)
     if not path.is_file():
         raise DataFileError(str(path), "file not found", fix)
-    rows = []
-    for number, raw in enumerate(path.read_bytes().splitlines(), 1):  # bytes: a bad byte is reported with its line
-        where = f"{path}, line {number}"
+    try:  # on_mixed_types=None: a field of two types fails here instead of being re-encoded as JSON
+        rows = Dataset.from_json(str(path), on_mixed_types=None).to_list()
+        if rows and not any(map(problem, rows)):
+            return rows
+        error = "the file has no rows"
+    except Exception as failure:
+        error = f"datasets cannot read it ({failure.__cause__ or failure})"
+    for number, line in enumerate(path.read_bytes().splitlines(), 1):  # datasets names no line: find it
         try:
-            row = json.loads(raw.decode("utf-8")) if raw.strip() else None
-        except UnicodeDecodeError as error:
-            raise DataFileError(
-                where,
-                f"byte {raw[error.start : error.start + 1]!r} at column {error.start + 1} "
-                "is not UTF-8 (save the file as UTF-8)",
-                fix,
-            ) from None
-        except json.JSONDecodeError as error:
-            raise DataFileError(
-                where,
-                f"not valid JSON at column {error.colno} ({error.msg}); each line "
-                "must be one complete JSON object (a truncated or hand-edited line?)",
-                fix,
-            ) from None
-        if row is None:
-            continue
-        if not isinstance(row, dict):
-            raise DataFileError(where, f"a JSON {type(row).__name__}, not an object with {', '.join(fields)}", fix)
-        for name, kind in fields.items():
-            if name not in row:
-                raise DataFileError(where, f"field {name!r} is missing (every row needs {', '.join(fields)})", fix)
-            if not isinstance(row[name], kind) or (isinstance(row[name], bool) and kind is int):
-                raise DataFileError(
-                    where,
-                    f"field {name!r} is {row[name]!r:.60}, a {type(row[name]).__name__}; it must be a {kind.__name__}",
-                    fix,
-                )
-        problem = check(row)
-        if problem:
-            raise DataFileError(where, problem, fix)
-        rows.append(row)
-    if not rows:
-        raise DataFileError(str(path), "the file has no rows", fix)
-    return rows
+            reason = problem(json.loads(line)) if line.strip() else None
+        except ValueError as failure:  # bad bytes or a truncated line
+            reason = f"not valid JSON in UTF-8 ({failure}); each line must be one complete JSON object"
+        if reason:
+            raise DataFileError(f"{path}, line {number}", reason, fix)
+    raise DataFileError(str(path), error if path.read_bytes().strip() else "the file has no rows", fix)
 
 
 # ---------------------------------------------------------------------------------------------
