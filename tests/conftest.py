@@ -1,8 +1,12 @@
 """Shared test setup: the smoke profile by default, and a per-notebook time summary."""
 
 import os
+import tempfile
 
 os.environ.setdefault("COURSE_PROFILE", "smoke")
+# The tests' and smoke notebooks' training runs log to trackio as a learner's do, but into a folder
+# of their own: `make test` must not fill the learner's dashboard with smoke runs.
+os.environ["TRACKIO_DIR"] = tempfile.mkdtemp(prefix="course-tests-trackio-")
 
 
 def pytest_collection_modifyitems(items):

@@ -7,6 +7,7 @@ Each test names the bug it would catch.
 import asyncio
 import json
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -338,3 +339,10 @@ def test_training_logs_to_trackio_where_installed_and_not_when_switched_off(monk
     monkeypatch.delenv("COURSE_TRACKIO")
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     assert training.experiment_logging("x") == {"report_to": "none"}
+
+
+def test_the_test_runs_log_to_a_trackio_folder_of_their_own():
+    """Catches: `make test` writing its smoke training runs into the learner's trackio dashboard."""
+    from trackio.utils import HF_HOME, TRACKIO_DIR
+
+    assert TRACKIO_DIR != Path(HF_HOME) / "trackio" and TRACKIO_DIR.name.startswith("course-tests-trackio-")
