@@ -65,6 +65,16 @@ def run_window(notebook: dict) -> tuple[datetime, float] | None:
     return (min(stamps), (max(stamps) - min(stamps)).total_seconds()) if stamps else None
 
 
+def with_current_text(executed: dict, current: dict) -> None:
+    """Put the notebook's current markdown into its executed copy, cell for cell, when both have the
+    same cells: the code is the same, so the outputs hold, and text written after the run (the time
+    it measured, the numbers it gave) is what a reader sees beside them."""
+    if [cell["cell_type"] for cell in executed["cells"]] == [cell["cell_type"] for cell in current["cells"]]:
+        for executed_cell, current_cell in zip(executed["cells"], current["cells"]):
+            if current_cell["cell_type"] == "markdown":
+                executed_cell["source"] = current_cell["source"]
+
+
 def publish(profile_name: str = "cpu") -> list[str]:
     """Publish the current executed copies; return the notebooks left out, with why."""
     source_dir = output_dir(PROFILES[profile_name]) / "notebooks"
@@ -72,11 +82,8 @@ def publish(profile_name: str = "cpu") -> list[str]:
     target.mkdir(parents=True, exist_ok=True)
     left_out = []
     for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
-        code, executed_path, published = (
-            code_of(json.loads(path.read_text())),
-            source_dir / path.name,
-            target / path.name,
-        )
+        current = json.loads(path.read_text())
+        code, executed_path, published = code_of(current), source_dir / path.name, target / path.name
         executed = json.loads(executed_path.read_text()) if executed_path.is_file() else None
         if executed is None or code_of(executed) != code or run_window(executed) is None:
             if published.is_file() and code_of(json.loads(published.read_text())) == code:
@@ -85,6 +92,7 @@ def publish(profile_name: str = "cpu") -> list[str]:
             why = "its executed copy is older than its code" if executed else f"not run in the {profile_name} profile"
             left_out.append(f"{path.name}: {why}")
             continue
+        with_current_text(executed, current)
         for cell in executed["cells"]:
             if "outputs" in cell:
                 cell["outputs"] = settled_streams(cell["outputs"])

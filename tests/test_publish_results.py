@@ -71,6 +71,22 @@ def test_only_current_copies_are_published_with_their_run_and_smaller_figures(tm
     assert not (published / "cpu" / "01_a.ipynb").exists()  # its results no longer hold
 
 
+def test_the_published_copy_shows_the_text_written_after_its_run():
+    """Catches: a header's measured time or a result written after the run missing from the copy
+    readers see, or text put beside the wrong cell when cells were added since the run."""
+    text = {"cell_type": "markdown", "id": "m1", "metadata": {}, "source": ["new text"]}
+    executed = notebook("plot()", figure_png())
+    executed["cells"].insert(0, {**text, "source": ["text at run time"]})
+    current = notebook("plot()")
+    current["cells"].insert(0, text)
+    publish_results.with_current_text(executed, current)
+    assert executed["cells"][0]["source"] == ["new text"] and executed["cells"][1]["outputs"]
+    current["cells"].insert(0, {**text, "id": "m0"})  # a cell added since: the run's own text stays
+    executed["cells"][0]["source"] = ["text at run time"]
+    publish_results.with_current_text(executed, current)
+    assert executed["cells"][0]["source"] == ["text at run time"]
+
+
 def test_a_progress_bar_is_published_as_it_ended():
     """Catches: every redraw of a progress bar kept as its own output (hundreds of lines on GitHub)."""
     outputs = [
