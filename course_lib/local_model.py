@@ -22,6 +22,7 @@ client with the same interface as `course_lib.serving.Server`, so notebooks use 
 """
 
 import asyncio
+import json
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -64,6 +65,20 @@ def generation_attention() -> str:
     return fast.register_grouped_query_sdpa() if fast is not None else "sdpa"
 
 
+def chat_message(message) -> dict:
+    """A verifiers message as chat templates read it: role and content, plus an assistant's tool
+    calls or the id of the call a tool result answers."""
+    native = {"role": message.role, "content": message.content}
+    if getattr(message, "tool_calls", None):
+        native["tool_calls"] = [
+            {"type": "function", "id": call.id, "function": {"name": call.name, "arguments": call.arguments}}
+            for call in message.tool_calls
+        ]
+    if message.role == "tool":
+        native["tool_call_id"] = message.tool_call_id
+    return native
+
+
 class LocalModelClient(vf.Client):
     """A verifiers client that generates with a local batch function and records token ids."""
 
@@ -77,11 +92,11 @@ class LocalModelClient(vf.Client):
         self._pending: list[tuple[list[int], dict, asyncio.Future]] = []
         self._worker: asyncio.Task | None = None
         self.closed_turns = 0  # turns cut at max_tokens, closed by us with an EOS
+        self.unreadable_tool_calls = 0  # replies offered tools whose call the response template could not read
         self.batch_sizes: list[int] = []  # one entry per generate call (the benchmark reads it)
 
-    # The prompt as plain {"role", "content"} dicts, what chat templates expect.
     async def to_native_prompt(self, messages):
-        return [{"role": m.role, "content": m.content} for m in messages], {}
+        return [chat_message(m) for m in messages], {}
 
     async def get_native_response(self, prompt, model, sampling_args, tools=None, state=None, **kwargs):
         trajectory_id = state["trajectory_id"] if state is not None else uuid.uuid4().hex
@@ -98,8 +113,9 @@ class LocalModelClient(vf.Client):
             completion_ids, logprobs, completion_mask = completion_ids + [eos], logprobs + [0.0], completion_mask + [0]
             self.closed_turns += 1
         text = self.tokenizer.decode(completion_ids, skip_special_tokens=True)
+        content, tool_calls = self._read_reply(prompt_ids, completion_ids, text, tools)
         self.conversations[trajectory_id] = (
-            prompt + [{"role": "assistant", "content": text}],
+            prompt + [chat_message(vf.AssistantMessage(content=content, tool_calls=tool_calls))],
             prompt_ids + completion_ids,
         )
         return Response(
@@ -113,8 +129,9 @@ class LocalModelClient(vf.Client):
                 total_tokens=len(prompt_ids) + len(completion_ids),
             ),
             message=ResponseMessage(
-                content=text,
-                finish_reason="stop" if finished else "length",
+                content=content,
+                tool_calls=tool_calls,
+                finish_reason="tool_calls" if tool_calls else "stop" if finished else "length",
                 is_truncated=not finished,
                 tokens=ResponseTokens(
                     prompt_ids=prompt_ids,
@@ -125,6 +142,32 @@ class LocalModelClient(vf.Client):
                 ),
             ),
         )
+
+    def _read_reply(self, prompt_ids, completion_ids, text: str, tools) -> tuple[str | None, list | None]:
+        """The reply's content and, when the request offered tools, its tool calls, read with the
+        checkpoint's response template, as `transformers serve` reads them. A call the template cannot
+        read (cut off at max_tokens, not JSON) stays text: the episode takes it as the final answer."""
+        if not tools:
+            return text, None
+        if getattr(self.tokenizer, "response_template", None) is None:
+            raise vf.ModelError(
+                f"{self.tokenizer.name_or_path} has no response template, so its tool calls cannot be read; "
+                "the course's checkpoints get one from course_lib.models (RESPONSE_TEMPLATE)"
+            )
+        try:
+            parsed = self.tokenizer.parse_response(completion_ids, prefix=prompt_ids)
+            calls = [
+                vf.ToolCall(
+                    id=f"call_{uuid.uuid4().hex[:12]}",
+                    name=call["function"]["name"],
+                    arguments=json.dumps(call["function"]["arguments"]),
+                )
+                for call in parsed.get("tool_calls") or []
+            ]
+        except (ValueError, TypeError, KeyError):
+            self.unreadable_tool_calls += 1
+            return text, None
+        return (parsed.get("content") if calls else text), calls or None
 
     def _render(self, messages, add_generation_prompt: bool, tools=None) -> str:
         return self.tokenizer.apply_chat_template(

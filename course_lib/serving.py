@@ -288,14 +288,16 @@ def _wait_until_ready(server: Server, timeout_s: float) -> None:
     )
 
 
-def start_model(profile: Profile | None = None, model_path: str | None = None) -> "LocalModel | Server":
+def start_model(
+    profile: Profile | None = None, model_path: str | None = None, server_args: tuple[str, ...] = ()
+) -> "LocalModel | Server":
     """The profile's model, ready for many requests at once: a server on a GPU (vLLM, else
-    `transformers serve` with continuous batching); on a CPU, the model in this process with a
-    batching client (no server, several times the tokens per second of `transformers serve`).
-    Use `.client`, `.model`, `.chat()`, and `.stop()` (or `with`)."""
+    `transformers serve` with continuous batching), started with `server_args` added; on a CPU, the
+    model in this process with a batching client (no server, several times the tokens per second of
+    `transformers serve`). Use `.client`, `.model`, `.chat()`, and `.stop()` (or `with`)."""
     profile = profile or get_profile()
     if profile.server == "vllm" or cuda_capability() is not None:
-        return start_server(profile, model_path)
+        return start_server(profile, model_path, extra_args=server_args)
     return LocalModel(model_path or resolve_model(profile), max_batch_size=profile.max_concurrent)
 
 

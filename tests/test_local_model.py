@@ -179,3 +179,41 @@ def test_the_prefix_cache_changes_no_token_over_two_turns():
     assert [kv[0][0].shape[1] if kv else 0 for kv in cached][0] >= len(prompts[0]) + len(first[0][0]) - 1
     assert 100 < cached[1][0][0].shape[1] < len(prompts[2])  # the system prompt another game computed
     assert sample_batch(model.network, tokenizer, batch, greedy, cached=cached) == plain(batch)
+
+
+def test_tool_calls_the_model_writes_reach_the_tools_and_the_conversation_keeps_its_tokens(tokenizer):
+    """The in-process client reads `<tool_call>` replies with the checkpoint's response template, as
+    `transformers serve` does. Catches: tool calls left as text (the episode ends at the first turn),
+    tool results dropped from the next prompt, or a conversation whose token ids do not extend."""
+    import wiki_search as wiki
+
+    question = wiki.load_questions()[0]
+    env = wiki.load_environment(questions=[question])
+    prompts = []
+
+    def scripted_model(batch, sampling):
+        prompts.extend(tokenizer.decode(ids) for ids in batch)
+        replies = []
+        for ids in batch:
+            text = tokenizer.decode(ids)
+            if "<tool_response>" not in text:  # first turn: search; then a malformed call; then the answer
+                reply = '<tool_call>\n{"name": "search_pages", "arguments": {"query": "%s"}}\n</tool_call>' % question["question"][:40]
+            elif text.count("<tool_response>") == 1 and "not JSON" not in text:
+                reply = 'not JSON: <tool_call>\n{"name": "read_section", "arguments": {\n</tool_call>'
+            else:
+                reply = question["answer"]
+            replies.append((tokenizer(reply, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id], []))
+        return replies
+
+    client = LocalModelClient(tokenizer, scripted_model, SAMPLING)
+    results = run(env.evaluate(client=client, model="local", num_examples=1, rollouts_per_example=1, independent_scoring=True))
+    output = results["outputs"][0]
+    assert output["error"] is None
+    assert output["metrics"]["search_pages_calls"] == 1  # the call reached the tool
+    assert "<tool_response>" in prompts[1]  # and its result the next prompt
+    assert client.unreadable_tool_calls == 1  # the malformed call stayed text: the episode ended on it
+    messages, ids = next(iter(client.conversations.values()))
+    assert ids[: len(tokenizer(prompts[1], add_special_tokens=False)["input_ids"])] == tokenizer(
+        prompts[1], add_special_tokens=False
+    )["input_ids"]
+    assert [m["role"] for m in messages][-3:] == ["assistant", "tool", "assistant"]
