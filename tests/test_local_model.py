@@ -197,7 +197,10 @@ def test_tool_calls_the_model_writes_reach_the_tools_and_the_conversation_keeps_
         for ids in batch:
             text = tokenizer.decode(ids)
             if "<tool_response>" not in text:  # first turn: search; then a malformed call; then the answer
-                reply = '<tool_call>\n{"name": "search_pages", "arguments": {"query": "%s"}}\n</tool_call>' % question["question"][:40]
+                reply = (
+                    '<tool_call>\n{"name": "search_pages", "arguments": {"query": "%s"}}\n</tool_call>'
+                    % question["question"][:40]
+                )
             elif text.count("<tool_response>") == 1 and "not JSON" not in text:
                 reply = 'not JSON: <tool_call>\n{"name": "read_section", "arguments": {\n</tool_call>'
             else:
@@ -206,14 +209,17 @@ def test_tool_calls_the_model_writes_reach_the_tools_and_the_conversation_keeps_
         return replies
 
     client = LocalModelClient(tokenizer, scripted_model, SAMPLING)
-    results = run(env.evaluate(client=client, model="local", num_examples=1, rollouts_per_example=1, independent_scoring=True))
+    results = run(
+        env.evaluate(client=client, model="local", num_examples=1, rollouts_per_example=1, independent_scoring=True)
+    )
     output = results["outputs"][0]
     assert output["error"] is None
     assert output["metrics"]["search_pages_calls"] == 1  # the call reached the tool
     assert "<tool_response>" in prompts[1]  # and its result the next prompt
     assert client.unreadable_tool_calls == 1  # the malformed call stayed text: the episode ended on it
     messages, ids = next(iter(client.conversations.values()))
-    assert ids[: len(tokenizer(prompts[1], add_special_tokens=False)["input_ids"])] == tokenizer(
-        prompts[1], add_special_tokens=False
-    )["input_ids"]
+    assert (
+        ids[: len(tokenizer(prompts[1], add_special_tokens=False)["input_ids"])]
+        == tokenizer(prompts[1], add_special_tokens=False)["input_ids"]
+    )
     assert [m["role"] for m in messages][-3:] == ["assistant", "tool", "assistant"]
