@@ -96,7 +96,7 @@ def build_grpo_trainer(
     attention = generation_attention() if capability is None else None
     if capability is None:
         score_answer_tokens_only_on_cpu()
-    return GRPOTrainer(
+    trainer = GRPOTrainer(
         model=AutoModelForCausalLM.from_pretrained(
             model_path, dtype=training_dtype(capability, profile.grpo.use_lora), attn_implementation=attention
         ),
@@ -110,6 +110,28 @@ def build_grpo_trainer(
         ),
         callbacks=[*(callbacks or []), *([StepTimer(stats)] if stats is not None else [])],
     )
+    if any(type(callback).__name__ == "NotebookProgressCallback" for callback in trainer.callback_handler.callbacks):
+        from transformers.utils.notebook import NotebookProgressCallback  # imports IPython: only in a notebook
+
+        trainer.pop_callback(NotebookProgressCallback)
+        trainer.add_callback(notebook_progress_that_stops_early())
+    return trainer
+
+
+def notebook_progress_that_stops_early():
+    """transformers' notebook progress bar, made to survive a run stopped early. In transformers 5.17
+    its `on_train_end` raises TypeError when training stops at the step its bar started counting
+    from (notebook 09's interrupted run stops at step 2 of 5): it divides by a time per step it has
+    just set to None, to print a stale time estimate. The bar drops that estimate first."""
+    from transformers.utils.notebook import NotebookProgressCallback
+
+    class NotebookProgress(NotebookProgressCallback):
+        def on_train_end(self, args, state, control, **kwargs):
+            if self.training_tracker is not None:
+                self.training_tracker.predicted_remaining = None
+            return super().on_train_end(args, state, control, **kwargs)
+
+    return NotebookProgress()
 
 
 def grpo_checkpoint(profile: Profile) -> Path:

@@ -301,3 +301,27 @@ def test_the_cpu_profile_trains_with_the_settings_of_its_recorded_run():
     # what the sweep's runs did not set: the cpu profile's values when they ran (data/grpo_sweep_cpu/README.md)
     unset = (cpu.grpo.temperature, cpu.grpo.max_tokens_per_turn, cpu.grpo.max_episode_tokens, cpu.eval.games)
     assert unset == (1.0, 56, 352, 100)
+
+
+def test_the_notebook_progress_bar_survives_a_run_stopped_early(tmp_path):
+    """Catches: notebook 09's interrupted run (stopped at step 2 of 5) failing in transformers'
+    notebook progress bar (TypeError in on_train_end, transformers 5.17). The stock bar must still
+    fail the same way, else the fence in grpo.py is no longer needed."""
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+    from transformers.utils.notebook import NotebookProgressCallback
+
+    from course_lib.grpo import notebook_progress_that_stops_early
+
+    args = TrainingArguments(output_dir=str(tmp_path), report_to="none", use_cpu=True)
+
+    def stop_at_step_2_of_5(bar):
+        state, control = TrainerState(max_steps=5, num_train_epochs=1, epoch=0.4), TrainerControl()
+        bar.on_train_begin(args, state, control)
+        for step in (1, 2):
+            state.global_step = step
+            bar.on_step_end(args, state, control)
+        bar.on_train_end(args, state, control)
+
+    with pytest.raises(TypeError):
+        stop_at_step_2_of_5(NotebookProgressCallback())
+    stop_at_step_2_of_5(notebook_progress_that_stops_early())
