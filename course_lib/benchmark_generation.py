@@ -18,20 +18,10 @@ import argparse
 import asyncio
 import time
 
+from course_lib.hardware import matmul_gflops
 from course_lib.profiles import PROFILES
 
 WAYS = ("in-process", "serve", "serve-continuous")
-
-
-def matmul_gflops(size: int = 1024, repeats: int = 20) -> float:
-    import torch
-
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    a @ b  # warm up
-    start = time.perf_counter()
-    for _ in range(repeats):
-        a @ b
-    return 2 * size**3 * repeats / (time.perf_counter() - start) / 1e9
 
 
 def open_way(way: str, model_path: str, max_batch_size: int):

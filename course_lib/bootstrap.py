@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from course_lib.hardware import VLLM_MIN_CAPABILITY, cuda_capability, precision
+from course_lib.hardware import VLLM_MIN_CAPABILITY, cpu_speed_note, cuda_capability, precision
 from course_lib.models import EMBEDDED_WHEEL
 from course_lib.profiles import PROFILE_VARIABLE, detect_hardware, get_profile
 
@@ -57,6 +57,8 @@ def setup() -> None:
         f"Profile {profile.name!r}: {why}. Model {profile.model}, {precision(capability)} ({card}), "
         f"served by {engine}. Force another with {PROFILE_VARIABLE}=smoke|cpu|gpu|full before starting Jupyter."
     )
+    if profile.name == "cpu":
+        print(cpu_speed_note())
 
 
 def make_importable() -> None:

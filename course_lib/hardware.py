@@ -11,6 +11,8 @@
 - `score_answer_tokens_only_on_cpu()`: on a CPU, TRL's trainers score only the tokens they train.
 - `release(trainer)`: free a trainer's GPU memory before the next stage loads a model, so that
   one inference engine at a time holds the card.
+- `cpu_speed_note()`: this CPU's fp32 matrix-multiply speed against the host the notebooks' `cpu`
+  times were measured on, and what it means for those times.
 """
 
 import gc
@@ -20,6 +22,9 @@ import os
 VLLM_VARIABLE = "COURSE_VLLM"  # COURSE_VLLM=0: never use vLLM, even where it is installed
 VLLM_MIN_CAPABILITY = (7, 0)  # vLLM's oldest supported NVIDIA GPUs (Volta)
 INSTALL_VLLM = "pip install -r requirements-gpu.txt"
+# fp32 matmul of the 2-core AMD EPYC (AVX-512) every `cpu` time in the notebooks' headers was measured on:
+# 136-165 GFLOP/s in `python -m course_lib.benchmark_generation`, idle (RESULTS.md)
+REFERENCE_MATMUL_GFLOPS = 150
 
 
 def cuda_capability() -> tuple[int, int] | None:
@@ -88,3 +93,32 @@ def release(trainer) -> None:
         torch.cuda.empty_cache()
         free, total = torch.cuda.mem_get_info()
         print(f"GPU memory in use after releasing the trainer: {(total - free) / 2**30:.1f} of {total / 2**30:.0f} GiB")
+
+
+def matmul_gflops(size: int = 1024, repeats: int = 20) -> float:
+    """fp32 matrix-multiply speed of this machine now (a fraction of a second; other jobs slow it)."""
+    import time
+
+    import torch
+
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b  # warm up
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    return 2 * size**3 * repeats / (time.perf_counter() - start) / 1e9
+
+
+def cpu_speed_note(gflops: float | None = None) -> str:
+    """What to expect of the headers' `cpu` times here. The matmul ratio alone underestimates, by
+    1.3-1.8x on the slower 2-core hosts measured (RESULTS.md, "Slower hosts")."""
+    gflops = matmul_gflops() if gflops is None else gflops
+    ratio = REFERENCE_MATMUL_GFLOPS / gflops
+    measured = f"This CPU: fp32 matmul {gflops:.0f} GFLOP/s (measured now; other running jobs lower it)"
+    if ratio < 1.3:
+        return f"{measured}, about the {REFERENCE_MATMUL_GFLOPS} of the host the notebooks' cpu times come from."
+    return (
+        f"{measured}, {ratio:.1f}x slower than the host the notebooks' cpu times come from: expect training and "
+        f"generation to take about {1.3 * ratio:.0f}-{1.8 * ratio:.0f}x the times in the headers "
+        '(RESULTS.md, "Slower hosts").'
+    )

@@ -153,3 +153,14 @@ def test_notebooks_release_each_trainer_before_the_next_engine(name):
     path = Path(__file__).parent.parent / "notebooks" / name
     assert trainer_order_violations(path) == []
     assert "build_" in path.read_text()  # the walk saw a trainer at all
+
+
+def test_the_cpu_speed_note_scales_the_header_times_to_this_cpu():
+    """Catches: a slow CPU told nothing (its learner waits hours for what a header calls minutes),
+    or the ratio inverted (a slow CPU told it is fast)."""
+    from course_lib.hardware import REFERENCE_MATMUL_GFLOPS, cpu_speed_note
+
+    assert "about the" in cpu_speed_note(REFERENCE_MATMUL_GFLOPS)
+    slow = cpu_speed_note(REFERENCE_MATMUL_GFLOPS / 5)
+    assert "5.0x slower" in slow and "about 6-9x the times" in slow
+    assert "slower" not in cpu_speed_note(REFERENCE_MATMUL_GFLOPS * 2)
