@@ -97,7 +97,7 @@ def release(trainer) -> None:
 
 def matmul_gflops(size: int = 1024, repeats: int = 10, tries: int = 3) -> float:
     """fp32 matrix-multiply speed of this machine now, the best of `tries` (about a second; other jobs
-    slow it). The best, not the first: a fresh process's first products ran at half speed."""
+    slow it). The best of several: a single try once read 71 GFLOP/s on a host that reads 180."""
     import time
 
     import torch
