@@ -52,10 +52,17 @@ def setup() -> None:
     )
     capability = cuda_capability()
     card = f"compute capability {capability[0]}.{capability[1]}" if capability else "CPU"
-    engine = "vLLM" if profile.server == "vllm" else "transformers serve"
+    # where the notebooks generate: serving.start_model's choice (the model in this process on a CPU)
+    serving = (
+        "served by vLLM"
+        if profile.server == "vllm"
+        else "served by transformers serve"
+        if capability
+        else "run in this process (batched, no server)"
+    )
     print(
         f"Profile {profile.name!r}: {why}. Model {profile.model}, {precision(capability)} ({card}), "
-        f"served by {engine}. Force another with {PROFILE_VARIABLE}=smoke|cpu|gpu|full before starting Jupyter."
+        f"{serving}. Force another with {PROFILE_VARIABLE}=smoke|cpu|gpu|full before starting Jupyter."
     )
     if profile.name == "cpu":
         print(cpu_speed_note())
