@@ -1,6 +1,8 @@
 """One lever of the cpu course, decided on a lent GPU: tool SFT (notebook 08, section 9) for one epoch instead of two.
 
     python3 dev/gpu_tool_sft_epochs.py --out tool_sft_epochs.json            # GPU machine, about 4 minutes
+    COURSE_PROFILE=cpu python3 dev/gpu_tool_sft_epochs.py --out t.json --models BASE CKPT --examples 20 --rollouts 3
+                                                  # no training: time notebook 08's evaluations of these checkpoints
     COURSE_PROFILE=smoke python3 dev/gpu_tool_sft_epochs.py --out /tmp/t.json  # any CPU, smoke budgets
 
 Notebook 08's recipe with the `cpu` profile's budgets (the scripted expert's conversations on the training
@@ -48,7 +50,7 @@ def train(profile, rows, base, folder: Path, epochs: float) -> tuple[str, dict]:
     return str(final), {"epochs": epochs, "steps": len(losses), "train_seconds": round(seconds, 1), "losses": losses}
 
 
-def evaluate(profile, model_path: str, env, rollouts: int) -> dict:
+def evaluate(profile, model_path: str, env, rollouts: int, examples: int = -1) -> dict:
     import torch
 
     from course_lib.local_model import LocalModel
@@ -63,7 +65,7 @@ def evaluate(profile, model_path: str, env, rollouts: int) -> dict:
             env.evaluate(
                 client=llm.client,
                 model=llm.model,
-                num_examples=-1,
+                num_examples=examples,
                 rollouts_per_example=rollouts,
                 sampling_args=sampling,
                 max_concurrent=profile.max_concurrent,
@@ -89,6 +91,8 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--rollouts", type=int, default=10, help="per held-out question")
     parser.add_argument("--epochs", type=float, nargs="+", default=[1.0, 2.0])
+    parser.add_argument("--models", nargs="+", help="evaluate these checkpoints only (no training)")
+    parser.add_argument("--examples", type=int, default=-1, help="held-out questions (-1: all 27)")
     args = parser.parse_args()
 
     import torch
@@ -122,6 +126,17 @@ def main() -> None:
     rows = sft.tool_trace_rows(traces)
     held_out_env = wiki.load_environment(questions=held_out)
     result.update(training_conversations=len(rows), held_out_questions=len(held_out))
+    for model_path in args.models or []:
+        run = {"model": model_path, **evaluate(profile, model_path, held_out_env, args.rollouts, args.examples)}
+        result["runs"].append(run)
+        out.write_text(json.dumps(result, indent=1) + "\n")
+        print(
+            f"{model_path}: {run['right']}/{run['rollouts']} right, {run['tool_calls_per_rollout']} tool calls "
+            f"per rollout, {run['unreadable_tool_calls']} unreadable calls, eval {run['eval_seconds']} s",
+            flush=True,
+        )
+    if args.models:
+        return
     work = Path(tempfile.mkdtemp(prefix="tool_sft_epochs-"))
     for epochs in args.epochs:
         model_path, run = train(profile, rows, base, work / f"epochs_{epochs:g}", epochs)
