@@ -119,7 +119,7 @@ def cpu_speed_note(gflops: float | None = None) -> str:
     gflops = matmul_gflops() if gflops is None else gflops
     ratio = REFERENCE_MATMUL_GFLOPS / gflops
     measured = f"This CPU: fp32 matmul {gflops:.0f} GFLOP/s (measured now; other running jobs lower it)"
-    if ratio < 1.3:
+    if ratio < 1.6:  # readings on the reference host itself ranged 105-185 (a kernel starting as another ends)
         return f"{measured}, about the {REFERENCE_MATMUL_GFLOPS} of the host the notebooks' cpu times come from."
     return (
         f"{measured}, {ratio:.1f}x slower than the host the notebooks' cpu times come from: expect training and "
