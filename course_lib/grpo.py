@@ -110,10 +110,9 @@ def build_grpo_trainer(
         ),
         callbacks=[*(callbacks or []), *([StepTimer(stats)] if stats is not None else [])],
     )
-    if any(type(callback).__name__ == "NotebookProgressCallback" for callback in trainer.callback_handler.callbacks):
-        from transformers.utils.notebook import NotebookProgressCallback  # imports IPython: only in a notebook
+    from transformers.utils.notebook import NotebookProgressCallback
 
-        trainer.pop_callback(NotebookProgressCallback)
+    if trainer.pop_callback(NotebookProgressCallback) is not None:  # the trainer runs in a notebook
         trainer.add_callback(notebook_progress_that_stops_early())
     return trainer
 

@@ -155,7 +155,7 @@ _BASE = Profile(
         check_replies=2_000,  # about 20 s per environment on 2 cores
         tool_max_tokens=256,  # a tool call cut off at max_tokens cannot be read as a call (notebook 08, section 9)
         tool_sft_questions=100,  # all
-        tool_sft_epochs=2.0,
+        tool_sft_epochs=2.0,  # 1 epoch: 16/270 held-out answers right against 90/270 (RESULTS, "One epoch of tool SFT")
         tool_sft_learning_rate=1e-4,
     ),
     # 100 games per opponent: intervals about +-10 points, 8 minutes per trained model on 2 cores

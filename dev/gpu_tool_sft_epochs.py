@@ -114,18 +114,8 @@ def main() -> None:
     out = Path(args.out)
     base = str(resolve_model(profile))
     train_questions, held_out = sft.wiki_split()
-    trace_env = wiki.load_environment(questions=train_questions[: profile.env.tool_sft_questions])
-    traces = asyncio.run(
-        trace_env.evaluate(
-            client=scripted_client.wiki_expert_client(),
-            model="scripted-expert",
-            num_examples=-1,
-            rollouts_per_example=1,
-        )
-    )["outputs"]
-    rows = sft.tool_trace_rows(traces)
     held_out_env = wiki.load_environment(questions=held_out)
-    result.update(training_conversations=len(rows), held_out_questions=len(held_out))
+    result.update(held_out_questions=len(held_out))
     for model_path in args.models or []:
         run = {"model": model_path, **evaluate(profile, model_path, held_out_env, args.rollouts, args.examples)}
         result["runs"].append(run)
@@ -137,6 +127,17 @@ def main() -> None:
         )
     if args.models:
         return
+    trace_env = wiki.load_environment(questions=train_questions[: profile.env.tool_sft_questions])
+    traces = asyncio.run(
+        trace_env.evaluate(
+            client=scripted_client.wiki_expert_client(),
+            model="scripted-expert",
+            num_examples=-1,
+            rollouts_per_example=1,
+        )
+    )["outputs"]
+    rows = sft.tool_trace_rows(traces)
+    result.update(training_conversations=len(rows))
     work = Path(tempfile.mkdtemp(prefix="tool_sft_epochs-"))
     for epochs in args.epochs:
         model_path, run = train(profile, rows, base, work / f"epochs_{epochs:g}", epochs)

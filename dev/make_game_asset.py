@@ -7,15 +7,10 @@ import json
 import pathlib
 
 root = pathlib.Path(__file__).resolve().parent.parent
-folders = [
-    f
-    for f in (root / "outputs/cpu/evaluations").iterdir()
-    if (f / "key.json").is_file()
-    and "grpo" in json.loads((f / "key.json").read_text())["model"]
-    and json.loads((f / "key.json").read_text())["opponent"] == "random"
-]
+keys = {f.parent: json.loads(f.read_text()) for f in (root / "outputs/cpu/evaluations").glob("*/key.json")}
+folders = [f for f, key in keys.items() if "grpo" in key["model"] and key["opponent"] == "random"]
 assert len(folders) == 1, folders
-key = json.loads((folders[0] / "key.json").read_text())
+key = keys[folders[0]]
 games = [json.loads(line) for line in open(folders[0] / "transcripts.jsonl")]
 game = next(g for g in games if g["result"] == "win" and g["metrics"]["invalid_moves"] == 0)
 stamp = datetime.datetime.fromtimestamp((folders[0] / "games.csv").stat().st_mtime, datetime.timezone.utc)
