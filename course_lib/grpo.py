@@ -142,7 +142,9 @@ def grpo_checkpoint(profile: Profile) -> Path:
 
 def training_stages(profile: Profile) -> dict[str, str]:
     """Every model of the training story that exists, for notebook 10: stage -> checkpoint. A stage
-    whose notebook has not run is left out and named, with the notebook that makes it."""
+    whose notebook has not run is left out and named, with the notebook that makes it, or, if the
+    learner chose so, is the course's own model (`shipped_models`)."""
+    from course_lib import shipped_models
     from course_lib.models import resolve_model
     from course_lib.sft import sft_checkpoint
 
@@ -153,10 +155,13 @@ def training_stages(profile: Profile) -> dict[str, str]:
     ):
         if (path / "config.json").is_file():
             stages[stage] = str(path)
+        elif shipped_models.wanted(profile):
+            stages[stage] = str(shipped_models.shipped_checkpoint(stage))
         else:
             print(
-                f"{stage}: missing (no checkpoint at {path}). Run {notebook} first to add it; "
-                "this notebook compares the models that exist."
+                f"{stage}: missing (no checkpoint at {path}). Run {notebook} first to add it, or set "
+                f"{shipped_models.SHIPPED_VARIABLE}=1 to use the course's own model; this notebook compares "
+                "the models that exist."
             )
     return stages
 

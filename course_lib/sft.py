@@ -312,20 +312,27 @@ def training_data_dir(profile: Profile) -> Path:
 
 def checkpoint_or_train(profile: Profile) -> Path:
     """Notebook 08's SFT model; when it is missing (a notebook opened alone), say so and train it
-    here the way 08 does (same data and settings: training is deterministic, so the same model).
-    GRPO must never start from the base model without anyone noticing."""
+    here the way 08 does (same data and settings: training is deterministic, so the same model), or,
+    if the learner chose so, use the course's own (`shipped_models`). GRPO must never start from the
+    base model without anyone noticing."""
     from course_lib.models import resolve_model
+
+    from course_lib import shipped_models
 
     final = sft_checkpoint(profile)
     if (final / "config.json").is_file():
         return final
+    if shipped_models.wanted(profile):
+        return shipped_models.shipped_checkpoint("after SFT")
     data, base = training_data_dir(profile), resolve_model(profile)
     print(
         f"No SFT checkpoint at {final}: notebook 08 (08_sft_warmup.ipynb) makes it. Training it now with "
         f"08's settings on {data} (08's training step in the cpu profile: 22 minutes to almost 2 hours on "
         "2 CPU cores, depending on the CPU; "
         "a minute in smoke), so that GRPO starts from a model that knows the answer format. "
-        "Run notebook 08 to see it made and evaluated.",
+        "Run notebook 08 to see it made and evaluated, or skip the training: stop here, set "
+        f"{shipped_models.SHIPPED_VARIABLE}=1 (e.g. `%env {shipped_models.SHIPPED_VARIABLE}=1`) and run this "
+        "cell again to start from the course's own SFT model, shipped in assets/models/.",
         flush=True,
     )
     trainer = build_sft_trainer(profile, load_dataset(data), base, sft_output_dir(profile))

@@ -1,0 +1,82 @@
+"""The course's own trained models, shipped small: rebuilt right, chosen only on request, damage named."""
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from course_lib import grpo, sft, shipped_models
+from course_lib.profiles import PROFILES
+
+
+@pytest.fixture
+def chosen(monkeypatch, tmp_path):
+    """A learner who ran no training notebook here and chose the shipped models."""
+    monkeypatch.setenv("COURSE_OUTPUT_DIR", str(tmp_path / "outputs"))
+    monkeypatch.setenv(shipped_models.SHIPPED_VARIABLE, "1")
+
+
+def expert_answer_loss(checkpoint) -> float:
+    """Mean loss on the expert's answers of one shipped SFT game (what SFT taught)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    model = AutoModelForCausalLM.from_pretrained(checkpoint).eval()
+    messages = json.loads((sft.DATA_DIR / sft.GAMES_FILE).read_text().splitlines()[0])["messages"]
+    def length(part, **kwargs):
+        return len(tokenizer(tokenizer.apply_chat_template(part, tokenize=False, **kwargs))["input_ids"])
+
+    ids = torch.tensor([tokenizer(tokenizer.apply_chat_template(messages, tokenize=False))["input_ids"]])
+    labels = torch.full_like(ids, -100)
+    for turn, message in enumerate(messages):  # the tokens each assistant message adds
+        if message["role"] == "assistant":
+            start, end = length(messages[:turn], add_generation_prompt=True), length(messages[: turn + 1])
+            labels[0, start:end] = ids[0, start:end]
+    with torch.no_grad():
+        return model(input_ids=ids, labels=labels).loss.item()
+
+
+def test_notebook_09_starts_from_the_course_sft_model_without_training(chosen, monkeypatch):
+    monkeypatch.setattr(sft, "build_sft_trainer", lambda *a, **k: pytest.fail("trained although shipped was chosen"))
+    start = sft.checkpoint_or_train(PROFILES["smoke"])
+    assert start.parent.name == "shipped" and (start / "config.json").is_file()
+    # The rebuilt model answers like the SFT model, not like the base model (a wrong sign or a
+    # missing change would not): the SFT run's loss on such answers ended near 0.05, the base's is about 1.4.
+    from course_lib.models import embedded_checkpoint
+
+    assert expert_answer_loss(start) < 0.3 < 1.0 < expert_answer_loss(embedded_checkpoint())
+
+
+def test_notebook_10_compares_the_course_models_for_stages_not_run_here(chosen):
+    stages = grpo.training_stages(PROFILES["smoke"])
+    assert list(stages) == ["base model", "after SFT", "after GRPO"]
+    assert "after_grpo" in stages["after GRPO"] and "after_sft" in stages["after SFT"]
+
+
+def test_without_the_choice_nothing_shipped_is_used(monkeypatch, tmp_path):
+    monkeypatch.setenv("COURSE_OUTPUT_DIR", str(tmp_path))
+    monkeypatch.delenv(shipped_models.SHIPPED_VARIABLE, raising=False)
+    assert list(grpo.training_stages(PROFILES["smoke"])) == ["base model"]
+
+
+def test_a_damaged_or_missing_file_is_named_with_the_notebook_that_makes_the_model(monkeypatch, tmp_path):
+    copy = tmp_path / "models"
+    shutil.copytree(shipped_models.SHIPPED_DIR, copy)
+    monkeypatch.setattr(shipped_models, "SHIPPED_DIR", copy)
+    monkeypatch.setattr(shipped_models, "MANIFEST", copy / shipped_models.MANIFEST.name)
+    damaged = copy / "after_sft.safetensors"
+    data = bytearray(damaged.read_bytes())
+    data[-1] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(shipped_models.ShippedModelError, match=r"after_sft\.safetensors is damaged.*notebook 08"):
+        shipped_models.shipped_checkpoint("after SFT")
+    damaged.unlink()
+    with pytest.raises(shipped_models.ShippedModelError, match=r"after_sft\.safetensors is missing.*notebook 08"):
+        shipped_models.shipped_checkpoint("after GRPO")  # GRPO's model starts from SFT's
+
+
+def test_a_profile_that_trains_another_model_is_told_so(monkeypatch):
+    monkeypatch.setenv(shipped_models.SHIPPED_VARIABLE, "1")
+    with pytest.raises(shipped_models.ShippedModelError, match="Unset COURSE_SHIPPED_MODELS"):
+        shipped_models.wanted(PROFILES["gpu"])
