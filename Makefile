@@ -21,4 +21,4 @@ publish:
 test: install
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
-	COURSE_PROFILE=smoke $(PYTHON) -m pytest tests notebooks --nbmake --nbmake-timeout=900
+	COURSE_PROFILE=smoke $(PYTHON) -m pytest tests notebooks --nbmake --nbmake-timeout=900 --durations=25

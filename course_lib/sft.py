@@ -315,9 +315,8 @@ def checkpoint_or_train(profile: Profile) -> Path:
     here the way 08 does (same data and settings: training is deterministic, so the same model), or,
     if the learner chose so, use the course's own (`shipped_models`). GRPO must never start from the
     base model without anyone noticing."""
-    from course_lib.models import resolve_model
-
     from course_lib import shipped_models
+    from course_lib.models import resolve_model
 
     final = sft_checkpoint(profile)
     if (final / "config.json").is_file():

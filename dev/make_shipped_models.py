@@ -2,11 +2,12 @@
 
     python dev/make_shipped_models.py make      # after notebooks 08 and 09 ran in the cpu profile (about 3 minutes)
     python dev/make_shipped_models.py compare   # the rebuilt SFT model on notebook 08's games, paired (8 minutes)
+    python dev/make_shipped_models.py compare --stage "after GRPO"   # the same for notebook 09's model
 
-SFT changed every weight a little (full fine-tuning): each matrix's change is cut to its best rank-28
-approximation (truncated SVD), the largest rank that keeps the file under 20 MB in float16. GRPO
-trained LoRA adapters of rank 16 (the cpu profile), so its change is rank 16 exactly. Vectors (norm
-weights) are shipped whole.
+SFT changed every weight a little (full fine-tuning): each matrix's change is cut to its best rank-27
+approximation (truncated SVD), the largest rank that keeps the file under 20 MB in float16 (rank 28:
+20,004,464 bytes). GRPO trained LoRA adapters of rank 8 (the cpu profile), so its change is rank 8
+exactly. Vectors (norm weights) are shipped whole.
 """
 
 import argparse
@@ -28,9 +29,15 @@ from course_lib.shipped_models import MANIFEST, SHIPPED_DIR  # noqa: E402
 
 MAX_BYTES = 20_000_000
 OUT = output_dir(PROFILES["cpu"])
-STAGES = {  # stage: (file, trained checkpoint, the stage it starts from, rank, notebook)
-    "after SFT": ("after_sft.safetensors", OUT / "sft" / "final", None, 28, "notebook 08 (08_sft_warmup.ipynb)"),
-    "after GRPO": ("after_grpo.safetensors", OUT / "grpo" / "final", "after SFT", 16, "notebook 09 (09_grpo_training.ipynb)"),
+STAGES = {  # stage: (file, trained checkpoint, the stage it starts from, rank, notebook that trains it)
+    "after SFT": ("after_sft.safetensors", OUT / "sft" / "final", None, 27, "notebook 08 (08_sft_warmup.ipynb)"),
+    "after GRPO": (
+        "after_grpo.safetensors",
+        OUT / "grpo" / "final",
+        "after SFT",
+        16,
+        "notebook 09 (09_grpo_training.ipynb)",
+    ),
 }
 
 
@@ -77,22 +84,25 @@ def make():
     MANIFEST.write_text(json.dumps(manifest, indent=1) + "\n")
 
 
-def compare(stage: str = "after SFT"):
+def compare(stage: str):
     """Play the rebuilt model on the games the trained one played (same seed, 100 per opponent), paired."""
     from course_lib.evaluation import EvalResult, evaluate_model, paired_comparison
     from course_lib.shipped_models import shipped_checkpoint
 
     profile, trained = PROFILES["cpu"], STAGES[stage][1]
     games = profile.eval.games
-    result = EvalResult.concat([
-        asyncio.run(evaluate_model(profile, str(trained), stage, games)),
-        asyncio.run(evaluate_model(profile, str(shipped_checkpoint(stage)), f"{stage}, shipped", games)),
-    ])
+    result = EvalResult.concat(
+        [
+            asyncio.run(evaluate_model(profile, str(trained), stage, games)),
+            asyncio.run(evaluate_model(profile, str(shipped_checkpoint(stage)), f"{stage}, shipped", games)),
+        ]
+    )
     out = Path(__file__).resolve().parent.parent / "data" / "shipped_models"
     out.mkdir(parents=True, exist_ok=True)
-    result.summary.to_csv(out / "summary.csv", index=False)
+    name = stage.replace(" ", "_")
+    result.summary.to_csv(out / f"{name}_summary.csv", index=False)
     paired = paired_comparison(result.games, stage, f"{stage}, shipped", ("win", "loss", "non-loss", "invalid answer"))
-    paired.to_csv(out / "paired.csv", index=False)
+    paired.to_csv(out / f"{name}_paired.csv", index=False)
     print(result.summary[["player", "opponent", "win", "draw", "loss", "unfinished", "invalid_per_move"]].round(3))
     print(paired.round(3).to_string())
 
@@ -100,4 +110,6 @@ def compare(stage: str = "after SFT"):
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("step", choices=["make", "compare"])
-    {"make": make, "compare": compare}[parser.parse_args().step]()
+    parser.add_argument("--stage", default="after SFT", choices=list(STAGES))
+    args = parser.parse_args()
+    make() if args.step == "make" else compare(args.stage)

@@ -24,6 +24,7 @@ def expert_answer_loss(checkpoint) -> float:
     tokenizer = AutoTokenizer.from_pretrained(checkpoint)
     model = AutoModelForCausalLM.from_pretrained(checkpoint).eval()
     messages = json.loads((sft.DATA_DIR / sft.GAMES_FILE).read_text().splitlines()[0])["messages"]
+
     def length(part, **kwargs):
         return len(tokenizer(tokenizer.apply_chat_template(part, tokenize=False, **kwargs))["input_ids"])
 
@@ -73,7 +74,7 @@ def test_a_damaged_or_missing_file_is_named_with_the_notebook_that_makes_the_mod
         shipped_models.shipped_checkpoint("after SFT")
     damaged.unlink()
     with pytest.raises(shipped_models.ShippedModelError, match=r"after_sft\.safetensors is missing.*notebook 08"):
-        shipped_models.shipped_checkpoint("after GRPO")  # GRPO's model starts from SFT's
+        shipped_models.shipped_checkpoint("after SFT")
 
 
 def test_a_profile_that_trains_another_model_is_told_so(monkeypatch):
