@@ -35,8 +35,14 @@ def run(bf16: bool, steps: int) -> dict:
     times = StepTimes()
     with tempfile.TemporaryDirectory() as out:
         trainer = build_sft_trainer(
-            PROFILES["cpu"], load_dataset(DATA_DIR), str(embedded_checkpoint()), Path(out),
-            callbacks=[times], bf16=bf16, max_steps=steps, report_to="none",
+            PROFILES["cpu"],
+            load_dataset(DATA_DIR),
+            str(embedded_checkpoint()),
+            Path(out),
+            callbacks=[times],
+            bf16=bf16,
+            max_steps=steps,
+            report_to="none",
         )
         trainer.train()
     losses = [round(row["loss"], 4) for row in trainer.state.log_history if "loss" in row]
