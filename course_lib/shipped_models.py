@@ -56,7 +56,10 @@ def shipped_checkpoint(stage: str) -> Path:
     if not (target / "model.safetensors").is_file():
         start = shipped_checkpoint(entry["starts_from"]) if entry["starts_from"] else embedded_checkpoint()
         _rebuild(start, difference, target)
-    print(f"{stage}: the course's own model ({entry['made_from']}), rebuilt from {difference.name}; not trained here")
+    print(
+        f"{stage}: the course's own model ({entry['made_from']}), rebuilt from {difference.name}, not trained "
+        f"here. It plays {entry['how_it_plays']}."
+    )
     return target
 
 
