@@ -7,8 +7,8 @@ widget, the checker, the GRPO bridge).
 """
 
 import asyncio
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import verifiers as vf
 
@@ -52,7 +52,32 @@ class OfflineClient(vf.Client):
         return None
 
 
+LOOP_THREAD = "course-event-loop"
+_background_loop: asyncio.AbstractEventLoop | None = None
+_background_loop_lock = threading.Lock()
+
+
+def background_loop() -> asyncio.AbstractEventLoop:
+    """One event loop for the whole process, in a thread of its own, started on first use."""
+    global _background_loop
+    with _background_loop_lock:
+        if _background_loop is None:
+            _background_loop = asyncio.new_event_loop()
+            threading.Thread(target=_background_loop.run_forever, name=LOOP_THREAD, daemon=True).start()
+    return _background_loop
+
+
 def run_coroutine(coroutine):
-    """Run async code from sync code, also inside Jupyter where an event loop is already running."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
+    """Run async code from sync code, also inside Jupyter where an event loop is already running.
+    Every call runs on the same background loop (a GRPO step's episodes, the next step's, a check's);
+    an interrupt (Ctrl-C, Jupyter's stop button) cancels the coroutine instead of waiting for it."""
+    loop = background_loop()
+    if threading.current_thread().name == LOOP_THREAD:
+        coroutine.close()
+        raise RuntimeError("run_coroutine was called from code on its own event loop: await the coroutine instead")
+    future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+    try:
+        return future.result()
+    except BaseException:
+        future.cancel()
+        raise

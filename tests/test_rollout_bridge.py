@@ -1,5 +1,6 @@
 """The env -> TRL bridge: token bookkeeping, masks and rewards, with a scripted 'model'."""
 
+import asyncio
 from types import SimpleNamespace
 
 import pytest
@@ -137,3 +138,18 @@ def test_a_failing_model_fails_loudly(env, tokenizer):
 
     with pytest.raises(RuntimeError, match="episode failed"):
         play(env, tokenizer, broken, env.get_dataset().to_list()[:1])
+
+
+def test_every_step_runs_on_one_event_loop_and_a_nested_call_is_told_to_await():
+    """Catches: a new thread and event loop per call (the old way), or a nested call that hangs."""
+
+    async def loop_id():
+        return id(asyncio.get_running_loop())
+
+    assert run_coroutine(loop_id()) == run_coroutine(loop_id())
+
+    async def nested():
+        return run_coroutine(loop_id())
+
+    with pytest.raises(RuntimeError, match="await the coroutine instead"):
+        run_coroutine(nested())
