@@ -18,22 +18,20 @@ def chosen(monkeypatch, tmp_path):
 
 
 def expert_answer_loss(checkpoint) -> float:
-    """Mean loss on the expert's answers of one shipped SFT game (what SFT taught)."""
+    """Mean loss on the expert's answers of one shipped SFT game (the tokens SFT trains: its loss mask)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(checkpoint)
     model = AutoModelForCausalLM.from_pretrained(checkpoint).eval()
     messages = json.loads((sft.DATA_DIR / sft.GAMES_FILE).read_text().splitlines()[0])["messages"]
-
-    def length(part, **kwargs):
-        return len(tokenizer(tokenizer.apply_chat_template(part, tokenize=False, **kwargs))["input_ids"])
-
-    ids = torch.tensor([tokenizer(tokenizer.apply_chat_template(messages, tokenize=False))["input_ids"]])
-    labels = torch.full_like(ids, -100)
-    for turn, message in enumerate(messages):  # the tokens each assistant message adds
-        if message["role"] == "assistant":
-            start, end = length(messages[:turn], add_generation_prompt=True), length(messages[: turn + 1])
-            labels[0, start:end] = ids[0, start:end]
+    rendered = tokenizer.apply_chat_template(
+        messages,
+        chat_template=sft.training_chat_template(tokenizer),
+        return_dict=True,
+        return_assistant_tokens_mask=True,
+    )
+    ids = torch.tensor([rendered["input_ids"]])
+    labels = torch.where(torch.tensor([rendered["assistant_masks"]]).bool(), ids, -100)
     with torch.no_grad():
         return model(input_ids=ids, labels=labels).loss.item()
 
