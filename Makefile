@@ -17,8 +17,12 @@ publish:
 	$(PYTHON) -m course_lib.publish_results $(PROFILE)
 
 # Lint (ruff check: errors, imports, likely bugs) and layout (ruff format --check), then unit tests and every
-# notebook under nbmake, in the smoke profile.
+# notebook under nbmake, in the smoke profile. Two processes (pytest-xdist): the notebooks in order in one, the
+# tests beside them (tests/conftest.py). One thread each: two processes of two threads on two cores wait on
+# each other (measured here: 14 min in one process; in two of two threads the first notebooks ran 3.5x slower;
+# 8.5 min in two of one thread).
 test: install
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
-	COURSE_PROFILE=smoke $(PYTHON) -m pytest tests notebooks --nbmake --nbmake-timeout=900 --durations=25
+	OMP_NUM_THREADS=1 COURSE_PROFILE=smoke $(PYTHON) -m pytest tests notebooks --nbmake --nbmake-timeout=900 \
+		--durations=25 -n 2

@@ -17,6 +17,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from filelock import FileLock
+
 from course_lib.profiles import EMBEDDED_MODEL, Profile, get_profile
 
 CACHE_DIR_VARIABLE = "COURSE_CACHE_DIR"
@@ -118,9 +120,16 @@ def cached_embedded_checkpoint() -> Path:
 def embedded_checkpoint() -> Path:
     """A transformers checkpoint of the embedded model, converted from the GGUF on first use."""
     target = cached_embedded_checkpoint()
-    if (target / "model.safetensors").is_file():
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Two processes starting at once (two notebooks, parallel tests) convert once: the second waits.
+    with FileLock(target.with_name(target.name + ".lock")):
+        if not (target / "model.safetensors").is_file():
+            _convert(target)
         _give_tool_templates(target)
-        return target
+    return target
+
+
+def _convert(target: Path) -> None:
     gguf = find_embedded_gguf()
     print(f"Converting {gguf.name} to a transformers checkpoint in {target} (once, about a minute)...")
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -145,8 +154,6 @@ def embedded_checkpoint() -> Path:
     tokenizer.save_pretrained(partial)
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)
-    _give_tool_templates(target)
-    return target
 
 
 def _give_tool_templates(checkpoint: Path) -> None:

@@ -67,6 +67,30 @@ def test_cached_checkpoint_is_reused_and_loads_fast(fresh_checkpoint, monkeypatc
     assert tokenizer.decode(ids["input_ids"] if isinstance(ids, dict) else ids).endswith("<|im_start|>assistant\n")
 
 
+def test_two_processes_starting_at_once_convert_once(monkeypatch, tmp_path):
+    """Two notebooks (or `make test`'s two processes) asking for the model on a fresh machine: the second
+    waits for the first's conversion instead of converting into the same folder at the same time."""
+    import threading
+
+    monkeypatch.setenv(models.CACHE_DIR_VARIABLE, str(tmp_path))
+    conversions = []
+
+    def slow_convert(target):
+        conversions.append(target)
+        time.sleep(0.5)
+        target.mkdir()
+        (target / "model.safetensors").write_bytes(b"")
+
+    monkeypatch.setattr(models, "_convert", slow_convert)
+    monkeypatch.setattr(models, "_give_tool_templates", lambda checkpoint: None)
+    threads = [threading.Thread(target=models.embedded_checkpoint) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(conversions) == 1
+
+
 def test_an_unreachable_hub_fails_in_seconds_with_the_fix(monkeypatch):
     """Catches: a Hub model requested offline failing only after 146 s of retries.
     The 'Hub' here accepts connections and never answers, as a firewalled network does."""
