@@ -1,6 +1,13 @@
 """bf16 autocast against float32 for notebook 08's SFT on this CPU: seconds per step and loss, same steps.
 
     python dev/measure_bf16_sft.py --steps 4   # cpu profile, the shipped expert games; about 4 minutes
+    python dev/measure_bf16_sft.py --whole     # after notebook 08 ran on cpu: a whole bf16 SFT run, then its
+                                               # games beside the float32 model's (about 30 minutes)
+
+`--whole` trains notebook 08's SFT (all its steps) with bf16 autocast into outputs/cpu/sft_bf16/final, plays
+notebook 08's evaluation games with it (seed 0, the cpu profile's games per opponent) and compares them pair by
+pair with the float32 SFT model's (outputs/cpu/sft/final, games stored by notebook 08): tables in
+data/bf16_sft/, the rule in RESULTS.md ("bf16 autocast ... a whole run").
 
 Both runs start from the embedded model with float32 weights (full fine-tuning keeps float32 master
 weights: bf16 weights would round away updates of this size); `bf16=True` adds autocast, so matrix
@@ -19,8 +26,8 @@ from transformers import TrainerCallback  # noqa: E402
 
 from course_lib.hardware import matmul_gflops  # noqa: E402
 from course_lib.models import embedded_checkpoint  # noqa: E402
-from course_lib.profiles import PROFILES  # noqa: E402
-from course_lib.sft import DATA_DIR, build_sft_trainer, load_dataset  # noqa: E402
+from course_lib.profiles import PROFILES, output_dir  # noqa: E402
+from course_lib.sft import DATA_DIR, build_sft_trainer, load_dataset, save_final  # noqa: E402
 
 
 class StepTimes(TrainerCallback):
@@ -31,8 +38,10 @@ class StepTimes(TrainerCallback):
         self.ends.append(time.perf_counter())
 
 
-def run(bf16: bool, steps: int) -> dict:
+def run(bf16: bool, steps: int | None, final: Path | None = None) -> dict:
+    """Train (`steps` steps, or the profile's whole run) and time each step; save to `final` if given."""
     times = StepTimes()
+    limit = {"max_steps": steps} if steps else {}
     with tempfile.TemporaryDirectory() as out:
         trainer = build_sft_trainer(
             PROFILES["cpu"],
@@ -41,19 +50,62 @@ def run(bf16: bool, steps: int) -> dict:
             Path(out),
             callbacks=[times],
             bf16=bf16,
-            max_steps=steps,
             report_to="none",
+            **limit,
         )
         trainer.train()
+        if final is not None:
+            save_final(trainer, final, str(embedded_checkpoint()))
     losses = [round(row["loss"], 4) for row in trainer.state.log_history if "loss" in row]
     seconds = [round(b - a, 1) for a, b in zip(times.ends, times.ends[1:])]
     return {"bf16_autocast": bf16, "seconds_per_step": seconds, "loss": losses}
 
 
+def whole_run_compared():
+    """A whole bf16 SFT run, then its games beside the float32 SFT model's, pair by pair."""
+    import asyncio
+
+    from course_lib.evaluation import EvalResult, evaluate_model, paired_comparison
+
+    profile = PROFILES["cpu"]
+    out = output_dir(profile)
+    fp32, bf16 = out / "sft" / "final", out / "sft_bf16" / "final"
+    if not (fp32 / "model.safetensors").is_file():
+        sys.exit(f"No float32 SFT model in {fp32}: run notebook 08 in the cpu profile first.")
+    start = time.perf_counter()
+    trained = run(True, None, bf16)
+    print(json.dumps({**trained, "minutes": round((time.perf_counter() - start) / 60, 1)}), flush=True)
+    fp32_losses = [
+        round(row["loss"], 4) for row in json.loads((fp32 / "log_history.json").read_text()) if "loss" in row
+    ]
+    print(json.dumps({"float32_loss_of_notebook_08": fp32_losses}))
+    games = profile.eval.games
+    result = EvalResult.concat(
+        [
+            asyncio.run(evaluate_model(profile, str(fp32), "SFT float32", games)),
+            asyncio.run(evaluate_model(profile, str(bf16), "SFT bf16 autocast", games)),
+        ]
+    )
+    tables = Path(__file__).resolve().parent.parent / "data" / "bf16_sft"
+    tables.mkdir(parents=True, exist_ok=True)
+    result.summary.to_csv(tables / "summary.csv", index=False)
+    paired = paired_comparison(
+        result.games, "SFT float32", "SFT bf16 autocast", ("win", "loss", "non-loss", "invalid answer")
+    )
+    paired.to_csv(tables / "paired.csv", index=False)
+    (tables / "losses.json").write_text(json.dumps({"float32": fp32_losses, "bf16_autocast": trained["loss"]}))
+    print(result.summary[["player", "opponent", "win", "draw", "loss", "unfinished", "invalid_per_move"]].round(3))
+    print(paired.round(3).to_string())
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--whole", action="store_true", help="a whole bf16 run and its games (see above)")
     args = parser.parse_args()
     print(json.dumps({"matmul_gflops_fp32": round(matmul_gflops())}))
-    for bf16 in (False, True):
-        print(json.dumps(run(bf16, args.steps)), flush=True)
+    if args.whole:
+        whole_run_compared()
+    else:
+        for bf16 in (False, True):
+            print(json.dumps(run(bf16, args.steps)), flush=True)
