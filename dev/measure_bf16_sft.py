@@ -7,7 +7,8 @@
 `--whole` trains notebook 08's SFT (all its steps) with bf16 autocast into outputs/cpu/sft_bf16/final, plays
 notebook 08's evaluation games with it (seed 0, the cpu profile's games per opponent) and compares them pair by
 pair with the float32 SFT model's (outputs/cpu/sft/final, games stored by notebook 08): tables in
-data/bf16_sft/, the rule in RESULTS.md ("bf16 autocast ... a whole run").
+data/bf16_sft/, the loss curves in assets/bf16_sft_loss.png (`--plot` redraws them), the rule in RESULTS.md
+("bf16 autocast ... a whole run").
 
 Both runs start from the embedded model with float32 weights (full fine-tuning keeps float32 master
 weights: bf16 weights would round away updates of this size); `bf16=True` adds autocast, so matrix
@@ -96,13 +97,37 @@ def whole_run_compared():
     (tables / "losses.json").write_text(json.dumps({"float32": fp32_losses, "bf16_autocast": trained["loss"]}))
     print(result.summary[["player", "opponent", "win", "draw", "loss", "unfinished", "invalid_per_move"]].round(3))
     print(paired.round(3).to_string())
+    plot_losses()
+
+
+def plot_losses():
+    """Both runs' loss per step, from data/bf16_sft/losses.json, into assets/bf16_sft_loss.png."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    root = Path(__file__).resolve().parent.parent
+    losses = json.loads((root / "data" / "bf16_sft" / "losses.json").read_text())
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    for key, label in (("float32", "float32 (notebook 08's run)"), ("bf16_autocast", "bf16 autocast")):
+        ax.plot(range(1, len(losses[key]) + 1), losses[key], marker="o", ms=2.5, label=label)
+    ax.set(xlabel="optimizer step", ylabel="loss (assistant tokens)", ylim=(0, None))
+    ax.set_title("Notebook 08's SFT on 2 CPU cores: float32 vs bf16 autocast")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(root / "assets" / "bf16_sft_loss.png", dpi=110)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--whole", action="store_true", help="a whole bf16 run and its games (see above)")
+    parser.add_argument("--plot", action="store_true", help="only redraw the loss curves of the last --whole run")
     args = parser.parse_args()
+    if args.plot:
+        sys.exit(plot_losses())
     print(json.dumps({"matmul_gflops_fp32": round(matmul_gflops())}))
     if args.whole:
         whole_run_compared()
