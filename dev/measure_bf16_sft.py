@@ -127,10 +127,11 @@ if __name__ == "__main__":
     parser.add_argument("--plot", action="store_true", help="only redraw the loss curves of the last --whole run")
     args = parser.parse_args()
     if args.plot:
-        sys.exit(plot_losses())
-    print(json.dumps({"matmul_gflops_fp32": round(matmul_gflops())}))
-    if args.whole:
+        plot_losses()
+    elif args.whole:
+        print(json.dumps({"matmul_gflops_fp32": round(matmul_gflops())}))
         whole_run_compared()
     else:
+        print(json.dumps({"matmul_gflops_fp32": round(matmul_gflops())}))
         for bf16 in (False, True):
             print(json.dumps(run(bf16, args.steps)), flush=True)
