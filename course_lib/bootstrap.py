@@ -22,7 +22,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from course_lib.hardware import VLLM_MIN_CAPABILITY, cpu_speed_note, cuda_capability, precision
+from course_lib.hardware import (
+    CPU_BF16_VARIABLE,
+    VLLM_MIN_CAPABILITY,
+    cpu_speed_note,
+    cuda_capability,
+    mixed_precision,
+    precision,
+)
 from course_lib.models import EMBEDDED_WHEEL
 from course_lib.profiles import PROFILE_VARIABLE, detect_hardware, get_profile
 
@@ -60,8 +67,11 @@ def setup() -> None:
         if capability
         else "run in this process (batched, no server)"
     )
+    autocast = ""
+    if capability is None and mixed_precision(capability)["bf16"]:
+        autocast = f" trained with bf16 autocast, which this CPU runs natively ({CPU_BF16_VARIABLE}=0: float32 only),"
     print(
-        f"Profile {profile.name!r}: {why}. Model {profile.model}, {precision(capability)} ({card}), "
+        f"Profile {profile.name!r}: {why}. Model {profile.model}, {precision(capability)} ({card}),{autocast} "
         f"{serving}. Force another with {PROFILE_VARIABLE}=smoke|cpu|gpu|full before starting Jupyter."
     )
     if profile.name == "cpu":

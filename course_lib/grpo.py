@@ -12,7 +12,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from course_lib import rollout_bridge
-from course_lib.hardware import cuda_capability, precision, score_answer_tokens_only_on_cpu, training_dtype
+from course_lib.hardware import cuda_capability, mixed_precision, score_answer_tokens_only_on_cpu, training_dtype
 from course_lib.local_model import generation_attention
 from course_lib.profiles import Profile
 from course_lib.training import experiment_logging, lora_config
@@ -32,7 +32,6 @@ def grpo_config(profile: Profile, output_dir: Path, reward_weights: list[float],
     from trl import GRPOConfig
 
     capability = cuda_capability()
-    dtype = precision(capability)
     rollouts_per_step = profile.grpo.prompts_per_step * profile.grpo.num_generations
     processes = int(os.environ.get("WORLD_SIZE", 1))  # set by accelerate launch
     if rollouts_per_step % (profile.grpo.micro_batch_size * processes):
@@ -61,8 +60,7 @@ def grpo_config(profile: Profile, output_dir: Path, reward_weights: list[float],
         **experiment_logging(f"grpo-{profile.name}-{Path(output_dir).name}"),
         seed=0,
         use_cpu=capability is None,
-        bf16=dtype == "bfloat16",
-        fp16=dtype == "float16",  # a colocated vLLM picks float16 itself where bfloat16 is unsupported
+        **mixed_precision(capability),  # a colocated vLLM picks float16 itself where bfloat16 is unsupported
         gradient_checkpointing=capability is not None,
         use_vllm=bool(profile.grpo.vllm_mode),
         vllm_mode=profile.grpo.vllm_mode or "colocate",

@@ -14,16 +14,24 @@ Read top to bottom:
    GPU profiles) and a plain checkpoint that `course_lib.serving.start_server` can serve.
    `checkpoint_or_train`: the checkpoint for notebook 09, trained there if notebook 08 has not run.
 
+The same trainer teaches tool calls in notebook 08's last section: its data lives in `tool_sft.py`.
+
 Regenerate the shipped dataset (deterministic, a few seconds): `python -m course_lib.sft`
 """
 
 import json
 from pathlib import Path
 
-from course_lib.hardware import cuda_capability, precision, release, score_answer_tokens_only_on_cpu, training_dtype
+from course_lib.hardware import (
+    cuda_capability,
+    mixed_precision,
+    release,
+    score_answer_tokens_only_on_cpu,
+    training_dtype,
+)
 from course_lib.profiles import Profile, get_profile
 from course_lib.training import experiment_logging, lora_config
-from tictactoe import GAME_STATE_COLUMNS, MAX_TURNS, load_environment, message_text, outcome
+from tictactoe import GAME_STATE_COLUMNS, MAX_TURNS, load_environment, outcome
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "tictactoe_sft"
 GAMES_FILE = "games.jsonl"
@@ -236,7 +244,6 @@ def sft_config(profile: Profile, output_dir: Path, **overrides):
     from trl import SFTConfig
 
     capability = cuda_capability()
-    dtype = precision(capability)
     micro_batch = min(profile.sft.batch_size, profile.sft.micro_batch_size)  # gradients accumulate to batch_size
     settings = dict(
         output_dir=str(output_dir),
@@ -253,8 +260,7 @@ def sft_config(profile: Profile, output_dir: Path, **overrides):
         **experiment_logging(f"sft-{profile.name}-{Path(output_dir).name}"),
         seed=0,
         use_cpu=capability is None,
-        bf16=dtype == "bfloat16",  # SFTConfig's default True fails on CPU and is emulated on a T4
-        fp16=dtype == "float16",
+        **mixed_precision(capability),  # SFTConfig's default bf16=True is emulated on a T4
         gradient_checkpointing=capability is not None,  # saves GPU memory; on CPU it only costs time
     )
     settings.update(overrides)
@@ -350,71 +356,6 @@ def sft_output_dir(profile: Profile | None = None) -> Path:
 def sft_checkpoint(profile: Profile | None = None) -> Path:
     """Where notebook 08 saves the SFT model (and notebooks 09-10 look for it)."""
     return sft_output_dir(profile) / "final"
-
-
-# --- 6. The same recipe for tool use (notebook 08, section 9) -----------------------------------------
-# A teacher (the scripted wiki expert) answers questions through the wiki-search ToolEnv; its
-# rollouts become conversations with tool calls and tool results, trained with the same trainer.
-
-HELD_OUT_EVERY = 3  # every third wiki page, in alphabetical order, is held out of the tool SFT data
-
-
-def wiki_split() -> tuple[list[dict], list[dict]]:
-    """The wiki's questions, split by page: (train, held out). No training conversation reads a
-    held-out page, so a model that answers a held-out question found the answer with the tools."""
-    import wiki_search
-
-    pages = sorted(wiki_search.load_pages())
-    held_out = set(pages[HELD_OUT_EVERY - 1 :: HELD_OUT_EVERY])
-    questions = wiki_search.load_questions()
-    return [q for q in questions if q["page_id"] not in held_out], [q for q in questions if q["page_id"] in held_out]
-
-
-def openai_tool(tool) -> dict:
-    """A verifiers Tool as the OpenAI `tools` entry a server receives (what verifiers' client sends)."""
-    tool = tool if isinstance(tool, dict) else tool.model_dump()
-    function = {"name": tool["name"], "description": tool["description"], "parameters": tool["parameters"]}
-    if tool.get("strict") is not None:
-        function["strict"] = tool["strict"]
-    return {"type": "function", "function": function}
-
-
-def openai_message(message) -> dict:
-    """A message of a rollout (a verifiers object, or a dict whose tool calls are stored as JSON text) as
-    the OpenAI-style dict a chat template renders. Arguments are written as `transformers serve` renders
-    them (`json.dumps`, non-ASCII kept), so training text and serving text are the same."""
-    message = message if isinstance(message, dict) else message.model_dump()
-    row = {"role": message["role"], "content": message_text(message)}
-    calls = [json.loads(c) if isinstance(c, str) else c for c in message.get("tool_calls") or []]
-    if calls:
-        row["tool_calls"] = [
-            {
-                "id": call["id"],
-                "type": "function",
-                "function": {
-                    "name": call["name"],
-                    "arguments": json.dumps(json.loads(call["arguments"]), ensure_ascii=False),
-                },
-            }
-            for call in calls
-        ]
-    if message.get("tool_call_id"):
-        row["tool_call_id"] = message["tool_call_id"]
-    return row
-
-
-def tool_trace_rows(outputs: list[dict]) -> list[dict]:
-    """SFT rows from a tool environment's rollouts that earned a reward: `messages` (the whole
-    conversation) and `tools` (the schemas sent with it, as JSON text: TRL passes them to the chat
-    template, which shows them in the system message as it does when serving)."""
-    return [
-        {
-            "messages": [openai_message(m) for m in list(output["prompt"]) + list(output["completion"])],
-            "tools": json.dumps([openai_tool(tool) for tool in output["tool_defs"]]),
-        }
-        for output in outputs
-        if not output.get("error") and output["reward"] > 0
-    ]
 
 
 if __name__ == "__main__":

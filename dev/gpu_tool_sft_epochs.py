@@ -30,7 +30,7 @@ def train(profile, rows, base, folder: Path, epochs: float) -> tuple[str, dict]:
     from course_lib.hardware import release
 
     # float32 everywhere, as on a CPU: the lever is for the cpu profile
-    sft.precision = lambda capability: "float32"
+    sft.mixed_precision = lambda capability: {"bf16": False, "fp16": False}
     sft.training_dtype = lambda capability, lora: "float32"
     trainer = sft.build_sft_trainer(
         profile,
@@ -98,7 +98,7 @@ def main() -> None:
     import torch
 
     import wiki_search as wiki
-    from course_lib import scripted_client, sft
+    from course_lib import scripted_client, tool_sft
     from course_lib.models import resolve_model
     from course_lib.profiles import get_profile
 
@@ -113,7 +113,7 @@ def main() -> None:
     }
     out = Path(args.out)
     base = str(resolve_model(profile))
-    train_questions, held_out = sft.wiki_split()
+    train_questions, held_out = tool_sft.wiki_split()
     held_out_env = wiki.load_environment(questions=held_out)
     result.update(held_out_questions=len(held_out))
     for model_path in args.models or []:
@@ -136,7 +136,7 @@ def main() -> None:
             rollouts_per_example=1,
         )
     )["outputs"]
-    rows = sft.tool_trace_rows(traces)
+    rows = tool_sft.tool_trace_rows(traces)
     result.update(training_conversations=len(rows))
     work = Path(tempfile.mkdtemp(prefix="tool_sft_epochs-"))
     for epochs in args.epochs:

@@ -34,6 +34,7 @@ def fake_config(monkeypatch, name):
 
 @pytest.mark.parametrize("capability, dtype", CARDS)
 def test_sft_and_grpo_configs_train_in_the_cards_precision(monkeypatch, capability, dtype):
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: False)  # a CPU without bfloat16: float32
     for module in (sft, grpo):
         monkeypatch.setattr(module, "cuda_capability", lambda: capability)
     fake_config(monkeypatch, "SFTConfig")
@@ -45,6 +46,35 @@ def test_sft_and_grpo_configs_train_in_the_cards_precision(monkeypatch, capabili
         expected = (dtype == "bfloat16", dtype == "float16", capability is None)
         assert (config.bf16, config.fp16, config.use_cpu) == expected
         assert config.gradient_checkpointing == (capability is not None)
+
+
+@pytest.mark.parametrize(
+    "flags, native",
+    [("fpu avx2 avx512f avx512_bf16 vaes", True), ("fpu amx_bf16 amx_tile", True), ("fpu avx2 fma", False)],
+)
+def test_native_bf16_is_read_from_the_cpu_flags(flags, native):
+    """Catches: bf16 autocast on an AVX2 laptop, where bfloat16 is emulated and slower than float32."""
+    assert hardware.cpu_has_native_bf16(f"processor\t: 0\nflags\t\t: {flags}\n") == native
+
+
+@pytest.mark.parametrize("variable, autocast", [(None, True), ("0", False)])
+def test_a_cpu_with_native_bf16_trains_with_bf16_autocast_unless_switched_off(monkeypatch, variable, autocast):
+    """SFT and GRPO on such a CPU: bf16 autocast over float32 weights; COURSE_CPU_BF16=0 keeps float32."""
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: True)
+    if variable is None:
+        monkeypatch.delenv(hardware.CPU_BF16_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(hardware.CPU_BF16_VARIABLE, variable)
+    for module in (sft, grpo):
+        monkeypatch.setattr(module, "cuda_capability", lambda: None)
+    fake_config(monkeypatch, "SFTConfig")
+    fake_config(monkeypatch, "GRPOConfig")
+    for config in (
+        sft.sft_config(PROFILES["cpu"], "/tmp/unused"),
+        grpo.grpo_config(PROFILES["cpu"], "/tmp/unused", [1.0, 0.2, -0.1]),
+    ):
+        assert (config.bf16, config.fp16, config.use_cpu) == (autocast, False, True)
+    assert hardware.training_dtype(None, lora=False) == "float32"  # the weights stay float32 either way
 
 
 @pytest.mark.parametrize("capability, dtype", CARDS[1:])

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_lib import sft, training
+from course_lib import hardware, sft, training
 from course_lib.profiles import PROFILES, get_profile
 from course_lib.scripted_client import ScriptedClient, read_board
 from tictactoe import MoveParser
@@ -307,11 +307,11 @@ def test_two_sft_steps_change_the_weights_and_save_a_servable_checkpoint(trained
 
 
 def test_sft_config_fits_the_profile():
-    """Catches: bf16 on CPU (fails without a GPU), no assistant-only loss, an effective batch that is
-    not the profile's, and LoRA on the CPU profile or full fine-tuning of the GPU model."""
+    """Catches: bf16 on a CPU without native bfloat16 (emulated: slower), no assistant-only loss, an
+    effective batch that is not the profile's, and LoRA on the CPU profile or full fine-tuning of the GPU model."""
     profile = get_profile("cpu")
     config = sft.sft_config(profile, "/tmp/unused")
-    assert config.use_cpu and not config.bf16 and config.assistant_only_loss
+    assert config.use_cpu and config.bf16 == hardware.cpu_has_native_bf16() and config.assistant_only_loss
     assert config.per_device_train_batch_size * config.gradient_accumulation_steps == profile.sft.batch_size
     assert config.per_device_train_batch_size == profile.sft.micro_batch_size
     assert config.learning_rate == profile.sft.learning_rate and config.num_train_epochs == profile.sft.epochs

@@ -15,7 +15,7 @@ import verifiers as vf
 from transformers import AutoTokenizer
 
 import wiki_search as wiki
-from course_lib import models, sft
+from course_lib import models, sft, tool_sft
 from course_lib.serving import LocalServerClient
 
 CALL = {"id": "call_0", "type": "function", "function": {"name": "search_pages", "arguments": '{"query": "Mars"}'}}
@@ -153,7 +153,7 @@ def test_a_checkpoint_converted_before_gets_the_templates(tmp_path, monkeypatch,
 
 
 def test_sft_rows_render_as_transformers_serve_renders_the_same_rollout(tokenizer):
-    """The tool SFT data (sft.tool_trace_rows) must train on the very text the server builds when
+    """The tool SFT data (tool_sft.tool_trace_rows) must train on the very text the server builds when
     verifiers sends the same conversation: the tools as verifiers' client sends them, the calls'
     arguments as the server re-serializes them. Catches a training text that differs from the
     serving text by one space or escape."""
@@ -162,10 +162,10 @@ def test_sft_rows_render_as_transformers_serve_renders_the_same_rollout(tokenize
 
     from course_lib.scripted_client import wiki_expert_client
 
-    train, _ = sft.wiki_split()
+    train, _ = tool_sft.wiki_split()
     env = wiki.load_environment(questions=train[:2])
     outputs = asyncio.run(env.evaluate(client=wiki_expert_client(), model="expert", num_examples=-1))["outputs"]
-    rows = sft.tool_trace_rows(outputs)
+    rows = tool_sft.tool_trace_rows(outputs)
     assert len(rows) == 2
     client = LocalServerClient(None)
 
@@ -220,10 +220,10 @@ def test_transformers_serve_returns_the_models_tool_calls_streaming_and_not():
 def test_the_held_out_questions_share_no_page_with_the_training_ones():
     """Catches: a split by question, under which a held-out answer could be one the model read in a
     training conversation about the same page."""
-    train, held_out = sft.wiki_split()
+    train, held_out = tool_sft.wiki_split()
     assert {q["page_id"] for q in train}.isdisjoint({q["page_id"] for q in held_out})
     assert len(train) + len(held_out) == len(wiki.load_questions()) and len(held_out) >= 20
-    assert (train, held_out) == sft.wiki_split()  # the same split every time
+    assert (train, held_out) == tool_sft.wiki_split()  # the same split every time
 
 
 def test_only_rewarded_rollouts_without_errors_become_training_conversations():
@@ -232,6 +232,6 @@ def test_only_rewarded_rollouts_without_errors_become_training_conversations():
     right = {"prompt": prompt, "completion": [{"role": "assistant", "content": "A."}], "tool_defs": [tool]}
     outputs = [right | {"reward": 1.0, "error": None}, right | {"reward": 0.0, "error": None}]
     outputs.append(right | {"reward": 1.0, "error": {"error": "ModelError"}})
-    [row] = sft.tool_trace_rows(outputs)
+    [row] = tool_sft.tool_trace_rows(outputs)
     assert row["messages"] == prompt + [{"role": "assistant", "content": "A."}]
     assert json.loads(row["tools"]) == [{"type": "function", "function": tool}]
