@@ -24,15 +24,15 @@ from course_lib.profiles import PROFILES
 WAYS = ("in-process", "serve", "serve-continuous")
 
 
-def open_way(way: str, model_path: str, max_batch_size: int):
+def open_way(way: str, model_path: str, max_batch_size: int, dtype: str = "float32"):
     """A started model (with .client, .model, .stop()) for one way of generating."""
     from course_lib.local_model import LocalModel
     from course_lib.serving import start_server
 
     if way == "in-process":
-        return LocalModel(model_path, max_batch_size=max_batch_size)
+        return LocalModel(model_path, max_batch_size=max_batch_size, dtype=dtype)
     extra = ("--continuous-batching",) if way == "serve-continuous" else ()
-    return start_server(PROFILES["cpu"], model_path, extra_args=extra)
+    return start_server(PROFILES["cpu"], model_path, extra_args=extra)  # the server's own dtype (float32)
 
 
 async def play(llm, games: int, concurrency: int, max_tokens: int, max_turns: int) -> dict:
@@ -78,6 +78,9 @@ def benchmark_from_command_line(argv=None):
     )
     parser.add_argument("--max-turns", type=int, default=2, help="answers per game (the course caps games at 6)")
     parser.add_argument("--model", default=None, help="checkpoint folder (default: the embedded model)")
+    parser.add_argument(
+        "--dtype", nargs="+", default=["float32"], choices=["float32", "bfloat16"], help="in-process weights' type"
+    )
     args = parser.parse_args(argv)
 
     import os
@@ -102,13 +105,14 @@ def benchmark_from_command_line(argv=None):
         "(decoding only; every prompt token costs as much again)"
     )
     rows = []
-    for way in args.ways:
-        llm = open_way(way, model_path, max_batch_size=max(args.concurrency))
+    for way, dtype in ((w, d) for w in args.ways for d in (args.dtype if w == "in-process" else ["float32"])):
+        llm = open_way(way, model_path, max(args.concurrency), dtype)
         try:
             for concurrency in args.concurrency:
                 games = args.games or max(concurrency, 4)
                 row = {
                     "way": way,
+                    "dtype": dtype,
                     "concurrency": concurrency,
                     **asyncio.run(play(llm, games, concurrency, args.max_tokens, args.max_turns)),
                 }

@@ -398,15 +398,15 @@ class LocalModel:
     Generates with `course_lib.fast_generation` when it is on (`.fast` says which), stock `generate` otherwise.
     """
 
-    def __init__(self, model_path: str, max_batch_size: int = 64):
+    def __init__(self, model_path: str, max_batch_size: int = 64, dtype: str = "float32"):
         self.model = str(model_path)
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         fast = fast_path()
         self.fast = fast is not None
-        # float32: CPUs without native bf16 run it many times slower
+        # float32 by default: CPUs without native bf16 run bfloat16 many times slower
         self.network = AutoModelForCausalLM.from_pretrained(
             model_path,
-            dtype=torch.float32,
+            dtype=getattr(torch, dtype),
             attn_implementation=fast.register_grouped_query_sdpa() if self.fast else "sdpa",
         ).eval()
         defaults = self.network.generation_config
