@@ -332,7 +332,7 @@ def checkpoint_or_train(profile: Profile) -> Path:
     data, base = training_data_dir(profile), resolve_model(profile)
     print(
         f"No SFT checkpoint at {final}: notebook 08 (08_sft_warmup.ipynb) makes it. Training it now with "
-        f"08's settings on {data} (08's training step in the cpu profile: 22 minutes to almost 2 hours on "
+        f"08's settings on {data} (08's training step in the cpu profile: 17 minutes to almost 2 hours on "
         "2 CPU cores, depending on the CPU; "
         "a minute in smoke), so that GRPO starts from a model that knows the answer format. "
         "Run notebook 08 to see it made and evaluated, or skip the training: stop here, set "
