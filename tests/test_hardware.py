@@ -32,17 +32,22 @@ def fake_config(monkeypatch, name):
     monkeypatch.setattr(trl, name, lambda **settings: types.SimpleNamespace(**settings))
 
 
-@pytest.mark.parametrize("capability, dtype", CARDS)
-def test_sft_and_grpo_configs_train_in_the_cards_precision(monkeypatch, capability, dtype):
-    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: False)  # a CPU without bfloat16: float32
+def training_configs(monkeypatch, profile, capability):
+    """The SFT and GRPO configs `profile` gets on a machine with this GPU (None: a CPU)."""
     for module in (sft, grpo):
         monkeypatch.setattr(module, "cuda_capability", lambda: capability)
     fake_config(monkeypatch, "SFTConfig")
     fake_config(monkeypatch, "GRPOConfig")
-    for config in (
-        sft.sft_config(PROFILES["gpu"], "/tmp/unused"),
-        grpo.grpo_config(PROFILES["gpu"], "/tmp/unused", [1.0, 0.2, -0.1]),
-    ):
+    return [
+        sft.sft_config(profile, "/tmp/unused"),
+        grpo.grpo_config(profile, "/tmp/unused", [1.0, 0.2, -0.1]),
+    ]
+
+
+@pytest.mark.parametrize("capability, dtype", CARDS)
+def test_sft_and_grpo_configs_train_in_the_cards_precision(monkeypatch, capability, dtype):
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: False)  # a CPU without bfloat16: float32
+    for config in training_configs(monkeypatch, PROFILES["gpu"], capability):
         expected = (dtype == "bfloat16", dtype == "float16", capability is None)
         assert (config.bf16, config.fp16, config.use_cpu) == expected
         assert config.gradient_checkpointing == (capability is not None)
@@ -65,14 +70,7 @@ def test_a_cpu_with_native_bf16_trains_with_bf16_autocast_unless_switched_off(mo
         monkeypatch.delenv(hardware.CPU_BF16_VARIABLE, raising=False)
     else:
         monkeypatch.setenv(hardware.CPU_BF16_VARIABLE, variable)
-    for module in (sft, grpo):
-        monkeypatch.setattr(module, "cuda_capability", lambda: None)
-    fake_config(monkeypatch, "SFTConfig")
-    fake_config(monkeypatch, "GRPOConfig")
-    for config in (
-        sft.sft_config(PROFILES["cpu"], "/tmp/unused"),
-        grpo.grpo_config(PROFILES["cpu"], "/tmp/unused", [1.0, 0.2, -0.1]),
-    ):
+    for config in training_configs(monkeypatch, PROFILES["cpu"], None):
         assert (config.bf16, config.fp16, config.use_cpu) == (autocast, False, True)
     assert hardware.training_dtype(None, lora=False) == "float32"  # the weights stay float32 either way
 
