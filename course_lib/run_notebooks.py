@@ -21,10 +21,19 @@ from nbclient import NotebookClient
 
 from course_lib.profiles import get_profile, output_dir
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS_DIR = ROOT / "notebooks"
+
+
+def import_this_checkout_first() -> None:
+    """Kernels start in notebooks/, where `import course_lib` would find whatever checkout the editable
+    install points at (another clone's code, writing into its outputs/): put this one first for them."""
+    paths = [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(ROOT)]
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths)
 
 
 def run(prefixes: list[str]) -> int:
+    import_this_checkout_first()
     profile = get_profile()
     out = output_dir(profile) / "notebooks"
     out.mkdir(parents=True, exist_ok=True)

@@ -96,3 +96,25 @@ def test_run_notebooks_help_prints_usage_instead_of_running_nothing():
         [sys.executable, "-m", "course_lib.run_notebooks", "--profile"], capture_output=True, text=True
     )
     assert wrong.returncode == 2
+
+
+def test_run_notebooks_kernels_import_this_checkout_not_another(tmp_path, monkeypatch):
+    """Catches: `make course` in a second clone whose kernels (started in notebooks/) import the checkout the
+    editable install points at, running its code and writing into its outputs/ (it happened, RESULTS.md)."""
+    import subprocess
+    import sys
+
+    from course_lib import run_notebooks
+
+    other = tmp_path / "other_checkout" / "course_lib"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("")
+    monkeypatch.setenv("PYTHONPATH", str(other.parent))
+    run_notebooks.import_this_checkout_first()
+    kernel_view = subprocess.run(
+        [sys.executable, "-c", "import course_lib; print(course_lib.__file__)"],
+        cwd=run_notebooks.NOTEBOOKS_DIR,
+        capture_output=True,
+        text=True,
+    )
+    assert kernel_view.stdout.strip() == str(run_notebooks.ROOT / "course_lib" / "__init__.py")
