@@ -25,9 +25,9 @@ from pathlib import Path
 from course_lib.hardware import (
     CPU_BF16_VARIABLE,
     VLLM_MIN_CAPABILITY,
+    cpu_bf16,
     cpu_speed_note,
     cuda_capability,
-    mixed_precision,
     precision,
 )
 from course_lib.models import EMBEDDED_WHEEL
@@ -68,7 +68,7 @@ def setup() -> None:
         else "run in this process (batched, no server)"
     )
     autocast = ""
-    if capability is None and mixed_precision(capability)["bf16"]:
+    if capability is None and cpu_bf16():
         autocast = f" trained with bf16 autocast, which this CPU runs natively ({CPU_BF16_VARIABLE}=0: float32 only),"
     print(
         f"Profile {profile.name!r}: {why}. Model {profile.model}, {precision(capability)} ({card}),{autocast} "

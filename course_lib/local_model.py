@@ -403,7 +403,7 @@ class LocalModel:
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         fast = fast_path()
         self.fast = fast is not None
-        # float32 by default: CPUs without native bf16 run bfloat16 many times slower
+        # float32 by default: bfloat16 generated slower even on the course's AMD host with native bf16 (RESULTS.md)
         self.network = AutoModelForCausalLM.from_pretrained(
             model_path,
             dtype=getattr(torch, dtype),
