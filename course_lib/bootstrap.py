@@ -69,7 +69,7 @@ def setup() -> None:
     )
     autocast = ""
     if capability is None and cpu_bf16():
-        autocast = f" trained with bf16 autocast, which this CPU runs natively ({CPU_BF16_VARIABLE}=0: float32 only),"
+        autocast = f" SFT in bf16 autocast, which this CPU runs natively ({CPU_BF16_VARIABLE}=0: float32 only),"
     print(
         f"Profile {profile.name!r}: {why}. Model {profile.model}, {precision(capability)} ({card}),{autocast} "
         f"{serving}. Force another with {PROFILE_VARIABLE}=smoke|cpu|gpu|full before starting Jupyter."

@@ -60,7 +60,8 @@ def grpo_config(profile: Profile, output_dir: Path, reward_weights: list[float],
         **experiment_logging(f"grpo-{profile.name}-{Path(output_dir).name}"),
         seed=0,
         use_cpu=capability is None,
-        **mixed_precision(capability),  # a colocated vLLM picks float16 itself where bfloat16 is unsupported
+        # float32 on every CPU (see mixed_precision); a colocated vLLM picks float16 where bfloat16 is unsupported
+        **mixed_precision(capability, cpu_autocast=False),
         gradient_checkpointing=capability is not None,
         use_vllm=bool(profile.grpo.vllm_mode),
         vllm_mode=profile.grpo.vllm_mode or "colocate",

@@ -5,8 +5,9 @@
 - `precision(capability)`: the number type to train and serve in. float32 on the CPU; float16
   below compute capability 8.0 (a T4 reports bfloat16 as supported but only emulates it, slowly);
   bfloat16 from 8.0 on (same range as float32, so no loss scaling).
-- `mixed_precision(capability)`: the trainers' `bf16`/`fp16` flags. On a CPU that multiplies bfloat16
-  natively (AVX-512 BF16 or AMX), bf16 autocast: float32 weights, matrix products in bfloat16.
+- `mixed_precision(capability, cpu_autocast)`: the trainers' `bf16`/`fp16` flags. On a CPU that multiplies
+  bfloat16 natively (AVX-512 BF16 or AMX), SFT trains with bf16 autocast (float32 weights, matrix
+  products in bfloat16); GRPO stays float32 there (its effect did not hold up in bf16).
 - `why_no_vllm(capability)`: why vLLM cannot be used here, or None. GPU profiles then serve with
   `transformers serve --device cuda --continuous-batching` and GRPO generates with transformers:
   slower, same results.
@@ -62,13 +63,16 @@ def cpu_bf16() -> bool:
     return os.environ.get(CPU_BF16_VARIABLE) != "0" and cpu_has_native_bf16()
 
 
-def mixed_precision(capability: tuple[int, int] | None) -> dict:
+def mixed_precision(capability: tuple[int, int] | None, cpu_autocast: bool) -> dict:
     """The trainers' `bf16` and `fp16` flags. On a GPU they follow `precision`. On a CPU with native
-    bfloat16, bf16 autocast: in notebooks 08 and 09 on 2 cores, SFT 1.35x and a GRPO step 1.21x faster,
-    within noise of float32 by the rules decided before (RESULTS.md, "bf16 autocast"); the weights stay
-    float32, so small updates are kept."""
+    bfloat16, bf16 autocast where the trainer asks for it (`cpu_autocast`): the weights stay float32, so
+    small updates are kept. SFT asks: 1.35x faster in notebook 08 on 2 cores, within noise of float32
+    (RESULTS.md, "bf16 autocast"). GRPO does not: a GRPO step was 1.21x faster, but its effect (fewer
+    invalid answers) was not confirmed on 600 fresh games, where float32's was (RESULTS.md, "A
+    confirmation of bf16 GRPO on fresh games")."""
     dtype = precision(capability)
-    return {"bf16": dtype == "bfloat16" or (capability is None and cpu_bf16()), "fp16": dtype == "float16"}
+    cpu_bf16_autocast = capability is None and cpu_autocast and cpu_bf16()
+    return {"bf16": dtype == "bfloat16" or cpu_bf16_autocast, "fp16": dtype == "float16"}
 
 
 def training_dtype(capability: tuple[int, int] | None, lora: bool) -> str:

@@ -260,7 +260,7 @@ def sft_config(profile: Profile, output_dir: Path, **overrides):
         **experiment_logging(f"sft-{profile.name}-{Path(output_dir).name}"),
         seed=0,
         use_cpu=capability is None,
-        **mixed_precision(capability),  # SFTConfig's default bf16=True is emulated on a T4
+        **mixed_precision(capability, cpu_autocast=True),  # SFTConfig's default bf16=True is emulated on a T4
         gradient_checkpointing=capability is not None,  # saves GPU memory; on CPU it only costs time
     )
     settings.update(overrides)

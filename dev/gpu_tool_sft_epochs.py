@@ -30,7 +30,7 @@ def train(profile, rows, base, folder: Path, epochs: float) -> tuple[str, dict]:
     from course_lib.hardware import release
 
     # float32 everywhere, as on a CPU: the lever is for the cpu profile
-    sft.mixed_precision = lambda capability: {"bf16": False, "fp16": False}
+    sft.mixed_precision = lambda capability, cpu_autocast: {"bf16": False, "fp16": False}
     sft.training_dtype = lambda capability, lora: "float32"
     trainer = sft.build_sft_trainer(
         profile,
