@@ -1,6 +1,8 @@
 """Every notebook is a valid, clean file and opens by telling the learner what to expect."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -86,9 +88,6 @@ def test_second_cell_is_the_same_colab_bootstrap_everywhere(path):
 
 def test_run_notebooks_help_prints_usage_instead_of_running_nothing():
     """Catches: `--help` taken as a notebook prefix, which ran no notebook and reported success."""
-    import subprocess
-    import sys
-
     shown = subprocess.run([sys.executable, "-m", "course_lib.run_notebooks", "--help"], capture_output=True, text=True)
     assert shown.returncode == 0 and "COURSE_PROFILE=cpu python -m course_lib.run_notebooks" in shown.stdout
     assert "running" not in shown.stdout
@@ -101,9 +100,6 @@ def test_run_notebooks_help_prints_usage_instead_of_running_nothing():
 def test_run_notebooks_kernels_import_this_checkout_not_another(tmp_path, monkeypatch):
     """Catches: `make course` in a second clone whose kernels (started in notebooks/) import the checkout the
     editable install points at, running its code and writing into its outputs/ (it happened, RESULTS.md)."""
-    import subprocess
-    import sys
-
     from course_lib import run_notebooks
 
     other = tmp_path / "other_checkout" / "course_lib"
