@@ -8,7 +8,7 @@ functions, and a recorder of the token ids and loss mask each trainer generated 
 
 from pathlib import Path
 
-from course_lib.grpo import grpo_config
+from course_lib.grpo import GRPOTrainerWithoutUnusedPadding, grpo_config
 from course_lib.hardware import cuda_capability, score_answer_tokens_only_on_cpu, training_dtype
 from course_lib.local_model import generation_attention
 from course_lib.profiles import Profile
@@ -35,14 +35,13 @@ def build_factory_trainer(
     """A GRPOTrainer that plays `environment_factory`'s tools: TRL owns the loop and the reward is the
     environment's `get_reward` (weight 1); `metrics` are logged only (weight 0)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOTrainer
 
     capability = cuda_capability()
     attention = generation_attention() if capability is None else None
     if capability is None:
         score_answer_tokens_only_on_cpu()
     functions = trl_metrics(metrics)
-    return GRPOTrainer(
+    return GRPOTrainerWithoutUnusedPadding(
         model=AutoModelForCausalLM.from_pretrained(
             model_path, dtype=training_dtype(capability, profile.grpo.use_lora), attn_implementation=attention
         ),

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from transformers import TrainerCallback
+from trl import GRPOConfig, GRPOTrainer
 
 from course_lib import rollout_bridge
 from course_lib.hardware import cuda_capability, mixed_precision, score_answer_tokens_only_on_cpu, training_dtype
@@ -29,8 +30,6 @@ SCALE_REWARDS = "none"
 
 
 def grpo_config(profile: Profile, output_dir: Path, reward_weights: list[float], **overrides):
-    from trl import GRPOConfig
-
     capability = cuda_capability()
     rollouts_per_step = profile.grpo.prompts_per_step * profile.grpo.num_generations
     processes = int(os.environ.get("WORLD_SIZE", 1))  # set by accelerate launch
@@ -83,7 +82,6 @@ def build_grpo_trainer(
 ):
     """A GRPOTrainer whose rollouts are full episodes of `env` and whose rewards are its rubric's."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOTrainer
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     env.set_max_total_completion_tokens(profile.grpo.max_episode_tokens)
@@ -95,7 +93,7 @@ def build_grpo_trainer(
     attention = generation_attention() if capability is None else None
     if capability is None:
         score_answer_tokens_only_on_cpu()
-    trainer = GRPOTrainer(
+    trainer = GRPOTrainerWithoutUnusedPadding(
         model=AutoModelForCausalLM.from_pretrained(
             model_path, dtype=training_dtype(capability, profile.grpo.use_lora), attn_implementation=attention
         ),
@@ -114,6 +112,42 @@ def build_grpo_trainer(
     if trainer.pop_callback(NotebookProgressCallback) is not None:  # the trainer runs in a notebook
         trainer.add_callback(notebook_progress_that_stops_early())
     return trainer
+
+
+# Tensors of a micro-batch with one column per completion token (TRL 1.16's names)
+PER_COMPLETION_TOKEN = (
+    "completion_ids",
+    "completion_mask",
+    "tool_mask",
+    "old_per_token_logps",
+    "ref_per_token_logps",
+    "sampling_per_token_logps",
+    "importance_sampling_ratio",
+)
+
+
+def without_unused_padding(inputs: dict) -> dict:
+    """A micro-batch without the completion columns that none of its episodes uses. TRL pads every
+    episode of a step to the step's longest, so a micro-batch of short games still computes the
+    longest game's length: in a cpu step of notebook 09, 649 columns where the median game used 270.
+    Padding sits after each episode's last token, so under causal attention dropping it changes no
+    log-probability of a kept token, and the dropped columns carry no loss (their mask is 0)."""
+    width = inputs["completion_ids"].shape[1]
+    used = inputs["completion_mask"].any(dim=0).nonzero()
+    keep = int(used.max()) + 1 if len(used) else 1
+    return {
+        key: value[:, :keep] if key in PER_COMPLETION_TOKEN and value.dim() == 2 and value.shape[1] == width else value
+        for key, value in inputs.items()
+    }
+
+
+class GRPOTrainerWithoutUnusedPadding(GRPOTrainer):
+    """TRL's GRPOTrainer, whose forward and backward skip the padding no episode of a micro-batch uses:
+    the same loss and gradients (to float rounding), in 0.6x the time of a cpu step's forward + backward
+    (RESULTS.md, "GRPO's forward and backward without the step's padding")."""
+
+    def compute_loss(self, model, inputs, *args, **kwargs):
+        return super().compute_loss(model, without_unused_padding(inputs), *args, **kwargs)
 
 
 def notebook_progress_that_stops_early():

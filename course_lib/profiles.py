@@ -164,12 +164,13 @@ _BASE = Profile(
     api=ApiBudget(max_tokens_per_turn=4096, max_concurrent=8),
     sft=SFTBudget(num_games=300, epochs=2.0, learning_rate=5e-5, batch_size=8, micro_batch_size=2, use_lora=False),
     # The sweep run sweeps.CPU_RECIPE_RUN (data/grpo_sweep_cpu/): 5 steps of 8 prompts x 8 games
-    # (44 min on 2 cores), LoRA, opponents 0-50% random; micro-batches of 2 games: as fast as 4, half the memory
+    # (44 min on 2 cores), LoRA, opponents 0-50% random; it ran micro-batches of 2 games: 1 is the same
+    # sum, faster once each game is trained at its own length (RESULTS.md), and needs the least memory
     grpo=GRPOBudget(
         max_steps=5,
         prompts_per_step=8,
         num_generations=8,
-        micro_batch_size=2,
+        micro_batch_size=1,
         max_tokens_per_turn=56,
         max_episode_tokens=352,
         learning_rate=2e-4,

@@ -126,6 +126,63 @@ def test_two_grpo_steps_on_groups_whose_rewards_differ_change_the_weights(smoke_
     assert (abs(parts - split["step (s)"]) <= 0.2).all() and (split["forward + backward"] > 0).all()
 
 
+def padded_micro_batch():
+    """Two episodes of 4 and 7 completion tokens, padded (as TRL pads a step) to 12; the second has
+    environment tokens (tool_mask 0) at 2-3."""
+    import torch
+
+    ids = torch.randint(100, 1000, (2, 17), generator=torch.Generator().manual_seed(0))
+    completion_mask = torch.zeros(2, 12, dtype=torch.long)
+    completion_mask[0, :4], completion_mask[1, :7] = 1, 1
+    tool_mask = torch.ones(2, 12, dtype=torch.long)
+    tool_mask[1, 2:4] = 0
+    return {
+        "prompt_ids": ids[:, :5],
+        "prompt_mask": torch.ones(2, 5, dtype=torch.long),
+        "completion_ids": ids[:, 5:],
+        "completion_mask": completion_mask,
+        "tool_mask": tool_mask,
+        "sampling_per_token_logps": torch.full((2, 12), -1.0),
+        "importance_sampling_ratio": torch.ones(2, 1),
+        "advantages": torch.tensor([1.0, -0.5]),
+        "num_items_in_batch": (completion_mask * tool_mask).sum(),
+    }
+
+
+def test_a_micro_batch_loses_only_the_padding_columns_none_of_its_episodes_uses():
+    """Catches: a trim that cuts a real token (the longer episode's last), keeps the step's padding,
+    touches the prompt, or cuts a per-episode tensor that happens to be 2-D."""
+    inputs = padded_micro_batch()
+    trimmed = grpo.without_unused_padding(inputs)
+    for key in ("completion_ids", "completion_mask", "tool_mask", "sampling_per_token_logps"):
+        assert (trimmed[key] == inputs[key][:, :7]).all(), key
+    for key in ("prompt_ids", "prompt_mask", "importance_sampling_ratio", "advantages", "num_items_in_batch"):
+        assert trimmed[key] is inputs[key], key
+
+
+def test_the_trainer_computes_the_same_loss_on_fewer_columns(smoke_trainer, monkeypatch):
+    """Catches: the course's trainer scoring the padding again (the model sees 17 columns), or a
+    trim that changes the loss TRL computes on the padded micro-batch."""
+    import torch
+    from trl import GRPOTrainer
+
+    _, _, trainer, _ = smoke_trainer
+    monkeypatch.setattr(trainer, "current_gradient_accumulation_steps", 1, raising=False)
+    monkeypatch.setattr(trainer.args, "report_to", [])  # outside train(), TRL's timers would log to a closed run
+    widths = []
+    hook = trainer.model.register_forward_pre_hook(
+        lambda _, args, kwargs: widths.append(kwargs["input_ids"].shape[1]), with_kwargs=True
+    )
+    try:
+        with torch.no_grad():
+            trimmed = trainer.compute_loss(trainer.model, padded_micro_batch())
+            padded = GRPOTrainer.compute_loss(trainer, trainer.model, padded_micro_batch())
+    finally:
+        hook.remove()
+    assert widths == [5 + 7, 5 + 12]
+    torch.testing.assert_close(trimmed, padded)
+
+
 def test_sweep_settings_take_the_field_type_and_unknown_fields_stop_with_the_list():
     """Catches: a --set value kept as a string (a learning rate "2e-5" reaching the optimizer), a
     boolean read as truthy text, or a misspelt field silently ignored."""
@@ -297,7 +354,9 @@ def test_the_cpu_profile_trains_with_the_settings_of_its_recorded_run():
 
     runs = pd.read_csv(RECORDED_SWEEP / "sweep.csv").set_index("run")
     cpu = get_profile("cpu")
-    assert with_settings(cpu, runs.loc[CPU_RECIPE_RUN, "settings"].split()) == cpu
+    # the micro-batch size changes the speed and memory, not the sum of the gradients
+    recorded = runs.loc[CPU_RECIPE_RUN, "settings"].split()
+    assert with_settings(cpu, [*recorded, f"grpo.micro_batch_size={cpu.grpo.micro_batch_size}"]) == cpu
     # what the sweep's runs did not set: the cpu profile's values when they ran (data/grpo_sweep_cpu/README.md)
     unset = (cpu.grpo.temperature, cpu.grpo.max_tokens_per_turn, cpu.grpo.max_episode_tokens, cpu.eval.games)
     assert unset == (1.0, 56, 352, 100)
