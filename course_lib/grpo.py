@@ -143,7 +143,7 @@ def without_unused_padding(inputs: dict) -> dict:
 
 class GRPOTrainerWithoutUnusedPadding(GRPOTrainer):
     """TRL's GRPOTrainer, whose forward and backward skip the padding no episode of a micro-batch uses:
-    the same loss and gradients (to float rounding), in 0.6x the time of a cpu step's forward + backward
+    the same loss and gradients (to float rounding); a cpu step's forward + backward 1.4x faster
     (RESULTS.md, "GRPO's forward and backward without the step's padding")."""
 
     def compute_loss(self, model, inputs, *args, **kwargs):

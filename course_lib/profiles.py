@@ -209,7 +209,6 @@ PROFILES = {
             "grpo.max_steps": 2,
             "grpo.prompts_per_step": 1,  # one group of 2 games a step
             "grpo.num_generations": 2,
-            "grpo.micro_batch_size": 2,
             "grpo.max_tokens_per_turn": 16,
             "grpo.max_episode_tokens": 48,  # about 3 turns: each step's games cost seconds, not minutes
             "factory.steps": 1,
