@@ -28,8 +28,11 @@ def test_training_weights_in_float32_wherever_float16_gradients_would_flow(capab
 
 
 def fake_config(monkeypatch, name):
-    """Replace a TRL config class by one that returns its arguments (a real one refuses fp16 without a GPU)."""
-    monkeypatch.setattr(trl, name, lambda **settings: types.SimpleNamespace(**settings))
+    """Replace a TRL config class by one that returns its arguments (a real one refuses fp16 without a GPU),
+    in TRL and in the course modules that imported it."""
+    fake = lambda **settings: types.SimpleNamespace(**settings)  # noqa: E731
+    for module in (trl, sft, grpo):
+        monkeypatch.setattr(module, name, fake, raising=module is trl)
 
 
 def training_configs(monkeypatch, profile, capability):
