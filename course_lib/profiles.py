@@ -149,7 +149,7 @@ _BASE = Profile(
     scratch=ScratchBudget(steps=3000, experiment_steps=400, eval_games=1000),
     env=EnvBudget(
         num_examples=20,
-        rollouts_per_example=2,  # 3 cost 4.7 more minutes (02, 03, 08) for 20 more answers per model
+        rollouts_per_example=3,
         max_tokens=192,
         temperature=0.7,
         check_replies=2_000,  # about 20 s per environment on 2 cores
@@ -158,18 +158,16 @@ _BASE = Profile(
         tool_sft_epochs=2.0,  # 1 epoch: 16/270 held-out answers right against 90/270 (RESULTS, "One epoch of tool SFT")
         tool_sft_learning_rate=1e-4,
     ),
-    # 50 games per opponent: intervals about +-14 points, 4 minutes per model on 2 cores (100 games: +-10,
-    # 14 minutes more over the course; RESULTS.md, "The cpu course in one sitting")
+    # 100 games per opponent: intervals about +-10 points, 8 minutes per trained model on 2 cores
     # 56 tokens per turn: the expert's answers, which SFT teaches, are at most 54 tokens
-    eval=EvalBudget(games=50, max_tokens_per_turn=56),
+    eval=EvalBudget(games=100, max_tokens_per_turn=56),
     api=ApiBudget(max_tokens_per_turn=4096, max_concurrent=8),
-    sft=SFTBudget(num_games=300, epochs=1.0, learning_rate=5e-5, batch_size=8, micro_batch_size=2, use_lora=False),
-    # The sweep run sweeps.CPU_RECIPE_RUN (data/grpo_sweep_cpu/): 8 prompts x 8 games a step, LoRA,
-    # opponents 0-50% random; it ran 5 steps (3 here: 8 minutes a step on 2 cores) in micro-batches of
-    # 2 games: 1 is the same sum, faster once each game is trained at its own length (RESULTS.md), and
-    # needs the least memory
+    sft=SFTBudget(num_games=300, epochs=2.0, learning_rate=5e-5, batch_size=8, micro_batch_size=2, use_lora=False),
+    # The sweep run sweeps.CPU_RECIPE_RUN (data/grpo_sweep_cpu/): 5 steps of 8 prompts x 8 games
+    # (44 min on 2 cores), LoRA, opponents 0-50% random; it ran micro-batches of 2 games: 1 is the same
+    # sum, faster once each game is trained at its own length (RESULTS.md), and needs the least memory
     grpo=GRPOBudget(
-        max_steps=3,
+        max_steps=5,
         prompts_per_step=8,
         num_generations=8,
         micro_batch_size=1,
