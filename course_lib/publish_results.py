@@ -3,10 +3,11 @@
     make course                                   # runs the notebooks; executed copies in outputs/cpu/notebooks/
     python -m course_lib.publish_results [cpu]    # copies them to executed/<profile>/, figures compressed
 
-A copy is published only if its code is the notebook's current code (a stale copy would show results
-the code no longer gives: it is listed, with the command that refreshes it). Each published copy
-opens with a note saying which run made it (profile, start, duration, from the cells' own timestamps);
-figures are re-encoded as 256-colour PNGs (about 3x smaller, no visible change for line plots).
+A copy is published only if its code is the notebook's current code and it ran at the profile's
+current budgets (a stale copy would show results the code or the budgets no longer give: it is
+listed, with the command that refreshes it). Each published copy opens with a note saying which run
+made it (profile, start, duration, from the cells' own timestamps); figures are re-encoded as
+256-colour PNGs (about 3x smaller, no visible change for line plots).
 """
 
 import base64
@@ -19,6 +20,7 @@ from pathlib import Path
 from PIL import Image
 
 from course_lib.profiles import PROFILES, output_dir
+from course_lib.run_notebooks import BUDGETS_KEY
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -65,6 +67,15 @@ def run_window(notebook: dict) -> tuple[datetime, float] | None:
     return (min(stamps), (max(stamps) - min(stamps)).total_seconds()) if stamps else None
 
 
+def changed_budgets(executed: dict, profile) -> str:
+    """The budgets the run used that the profile has since changed ("grpo.max_steps 3, now 5"), or ""
+    (also for a copy run before `run_notebooks` recorded them)."""
+    now = profile.as_table()
+    used = executed.get("metadata", {}).get(BUDGETS_KEY, {})
+    changed = [key for key, value in used.items() if key != "description" and now.get(key) != value]
+    return ", ".join(f"{key} {used[key]!r}, now {now.get(key)!r}" for key in changed)
+
+
 def with_current_text(executed: dict, current: dict) -> None:
     """Put the notebook's current markdown into its executed copy, cell for cell, when both have the
     same cells: the code is the same, so the outputs hold, and text written after the run (the time
@@ -85,12 +96,16 @@ def publish(profile_name: str = "cpu") -> list[str]:
         current = json.loads(path.read_text())
         code, executed_path, published = code_of(current), source_dir / path.name, target / path.name
         executed = json.loads(executed_path.read_text()) if executed_path.is_file() else None
-        if executed is None or code_of(executed) != code or run_window(executed) is None:
-            if published.is_file() and code_of(json.loads(published.read_text())) == code:
-                continue  # the copy published earlier still shows this code
-            published.unlink(missing_ok=True)  # results the code no longer gives are not shown
-            why = "its executed copy is older than its code" if executed else f"not run in the {profile_name} profile"
-            left_out.append(f"{path.name}: {why}")
+        budgets = changed_budgets(executed, PROFILES[profile_name]) if executed else ""
+        if executed is None or code_of(executed) != code or run_window(executed) is None or budgets:
+            kept = published.is_file() and code_of(json.loads(published.read_text())) == code
+            if not kept:  # the copy published earlier no longer shows this code: its results are not shown
+                published.unlink(missing_ok=True)
+            if budgets:
+                left_out.append(f"{path.name}: its executed copy ran at other budgets ({budgets})")
+            elif not kept:
+                why = "its executed copy is older than its code" if executed else "not run in this profile"
+                left_out.append(f"{path.name}: {why}")
             continue
         with_current_text(executed, current)
         for cell in executed["cells"]:
@@ -119,9 +134,9 @@ def publish(profile_name: str = "cpu") -> list[str]:
 
 
 def publish_from_command_line(argv: list[str]) -> int:
-    if argv and argv[0] not in PROFILES:
+    if len(argv) > 1 or (argv and argv[0] not in PROFILES):  # `--help`, a typo, or a second argument
         print(__doc__)
-        return 0 if argv[0] in ("-h", "--help") else 2
+        return 0 if set(argv) & {"-h", "--help"} else 2
     profile_name = argv[0] if argv else "cpu"
     left_out = publish(profile_name)
     published = sorted((PUBLISHED / profile_name).glob("*.ipynb"))

@@ -23,6 +23,7 @@ from course_lib.profiles import get_profile, output_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = ROOT / "notebooks"
+BUDGETS_KEY = "course_budgets"  # an executed copy's metadata: the profile's settings it ran with (publish checks them)
 
 
 def import_this_checkout_first() -> None:
@@ -57,6 +58,7 @@ def run(prefixes: list[str]) -> int:
             return 1
         finally:
             times[path.name] = round(time.monotonic() - start, 1)
+        notebook.metadata[BUDGETS_KEY] = profile.as_table()
         nbformat.write(notebook, out / path.name)
         print(f"✓ {path.name}: {times[path.name]:.0f} s", flush=True)
     print(f"All {len(notebooks)} notebooks ran in {sum(times.values()) / 60:.1f} min:")

@@ -67,8 +67,37 @@ def test_only_current_copies_are_published_with_their_run_and_smaller_figures(tm
     assert publish_results.publish("cpu") == ["02_b.ipynb: its executed copy is older than its code"]
     assert (published / "cpu" / "01_a.ipynb").is_file()  # still current: kept
     (notebooks / "01_a.ipynb").write_text(json.dumps(notebook("plot(changed=True)")))
-    assert publish_results.publish("cpu")[0] == "01_a.ipynb: not run in the cpu profile"
+    assert publish_results.publish("cpu")[0] == "01_a.ipynb: not run in this profile"
     assert not (published / "cpu" / "01_a.ipynb").exists()  # its results no longer hold
+
+
+def test_a_run_at_other_budgets_is_not_published_over_the_profiles_own(tmp_path, monkeypatch):
+    """Catches: a trial run at cut budgets (same code, say GRPO 3 steps instead of 5) published as the
+    course's result over the copy of a run at the profile's budgets; the help option taken as a profile."""
+    from course_lib.profiles import PROFILES
+    from course_lib.run_notebooks import BUDGETS_KEY
+
+    notebooks, outputs, published = tmp_path / "notebooks", tmp_path / "outputs", tmp_path / "executed"
+    (outputs / "notebooks").mkdir(parents=True)
+    notebooks.mkdir()
+    monkeypatch.setattr(publish_results, "NOTEBOOKS", notebooks)
+    monkeypatch.setattr(publish_results, "PUBLISHED", published)
+    monkeypatch.setattr(publish_results, "output_dir", lambda profile: outputs)
+    (notebooks / "09_a.ipynb").write_text(json.dumps(notebook("train()")))
+    executed = notebook("train()", figure_png())
+    executed["metadata"][BUDGETS_KEY] = PROFILES["cpu"].as_table()
+    (outputs / "notebooks" / "09_a.ipynb").write_text(json.dumps(executed))
+    assert publish_results.publish("cpu") == []  # the profile's own budgets: published
+    first = (published / "cpu" / "09_a.ipynb").read_text()
+
+    executed["metadata"][BUDGETS_KEY]["grpo.max_steps"] = 3
+    (outputs / "notebooks" / "09_a.ipynb").write_text(json.dumps(executed))
+    assert publish_results.publish("cpu") == [
+        f"09_a.ipynb: its executed copy ran at other budgets (grpo.max_steps 3, now {PROFILES['cpu'].grpo.max_steps})"
+    ]
+    assert (published / "cpu" / "09_a.ipynb").read_text() == first  # the copy at the profile's budgets stays
+    assert publish_results.publish_from_command_line(["cpu", "--help"]) == 0
+    assert publish_results.publish_from_command_line(["cpu", "smoke"]) == 2
 
 
 def test_the_published_copy_shows_the_text_written_after_its_run():
