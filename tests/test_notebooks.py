@@ -114,3 +114,19 @@ def test_run_notebooks_kernels_import_this_checkout_not_another(tmp_path, monkey
         text=True,
     )
     assert kernel_view.stdout.strip() == str(run_notebooks.ROOT / "course_lib" / "__init__.py")
+
+
+def test_contributings_layout_drawing_names_every_module_and_nothing_else():
+    """Catches: a course_lib module or environment folder left out of CONTRIBUTING's layout drawing
+    (shipped_models.py was), or a file the drawing names that no longer exists."""
+    import re
+
+    root = Path(__file__).parent.parent
+    text = (root / "CONTRIBUTING.md").read_text()
+    drawing = text[text.index("```\ncourse_lib/") : text.index("```", text.index("```\ncourse_lib/") + 3)]
+    package = root / "course_lib"
+    modules = [p.name for p in package.glob("*.py") if p.name != "__init__.py"]
+    folders = [f"{p.name}/" for p in (package / "envs").iterdir() if p.is_dir() and not p.name.startswith("_")]
+    assert [name for name in modules + folders if name not in drawing] == []
+    existing = {p.name for p in package.rglob("*.py")}
+    assert [name for name in re.findall(r"\b\w+\.py\b", drawing) if name not in existing] == []
