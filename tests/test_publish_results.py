@@ -35,15 +35,21 @@ def notebook(code: str, image: str | None = None) -> dict:
     return {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
 
 
-def test_only_current_copies_are_published_with_their_run_and_smaller_figures(tmp_path, monkeypatch):
-    """Catches: a stale executed copy shown as the course's result; a published copy deleted because
-    this clone has no outputs/; a figure made larger or unreadable."""
+def course_folders(tmp_path, monkeypatch):
+    """notebooks/, outputs/ (with notebooks/ in it) and executed/ under tmp_path, as publish_results sees them."""
     notebooks, outputs, published = tmp_path / "notebooks", tmp_path / "outputs", tmp_path / "executed"
     (outputs / "notebooks").mkdir(parents=True)
     notebooks.mkdir()
     monkeypatch.setattr(publish_results, "NOTEBOOKS", notebooks)
     monkeypatch.setattr(publish_results, "PUBLISHED", published)
     monkeypatch.setattr(publish_results, "output_dir", lambda profile: outputs)
+    return notebooks, outputs, published
+
+
+def test_only_current_copies_are_published_with_their_run_and_smaller_figures(tmp_path, monkeypatch):
+    """Catches: a stale executed copy shown as the course's result; a published copy deleted because
+    this clone has no outputs/; a figure made larger or unreadable."""
+    notebooks, outputs, published = course_folders(tmp_path, monkeypatch)
     image = figure_png()
     for name, code in (("01_a.ipynb", "plot()"), ("02_b.ipynb", "new_code()")):
         (notebooks / name).write_text(json.dumps(notebook(code)))
@@ -77,12 +83,7 @@ def test_a_run_at_other_budgets_is_not_published_over_the_profiles_own(tmp_path,
     from course_lib.profiles import PROFILES
     from course_lib.run_notebooks import BUDGETS_KEY
 
-    notebooks, outputs, published = tmp_path / "notebooks", tmp_path / "outputs", tmp_path / "executed"
-    (outputs / "notebooks").mkdir(parents=True)
-    notebooks.mkdir()
-    monkeypatch.setattr(publish_results, "NOTEBOOKS", notebooks)
-    monkeypatch.setattr(publish_results, "PUBLISHED", published)
-    monkeypatch.setattr(publish_results, "output_dir", lambda profile: outputs)
+    notebooks, outputs, published = course_folders(tmp_path, monkeypatch)
     (notebooks / "09_a.ipynb").write_text(json.dumps(notebook("train()")))
     executed = notebook("train()", figure_png())
     executed["metadata"][BUDGETS_KEY] = PROFILES["cpu"].as_table()
