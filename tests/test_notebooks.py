@@ -123,7 +123,8 @@ def test_contributings_layout_drawing_names_every_module_and_nothing_else():
 
     root = Path(__file__).parent.parent
     text = (root / "CONTRIBUTING.md").read_text()
-    drawing = text[text.index("```\ncourse_lib/") : text.index("```", text.index("```\ncourse_lib/") + 3)]
+    start = text.index("```\ncourse_lib/")
+    drawing = text[start : text.index("```", start + 3)]
     package = root / "course_lib"
     modules = [p.name for p in package.glob("*.py") if p.name != "__init__.py"]
     folders = [f"{p.name}/" for p in (package / "envs").iterdir() if p.is_dir() and not p.name.startswith("_")]
