@@ -304,7 +304,10 @@ def weights_fingerprint(model: str) -> str:
 
 
 def evaluation_key(profile, model: str, opponent: str, games: int, seed: int, max_turns: int) -> dict:
-    """What decides an evaluation's games: the weights, the opponent, the games, the turn and token caps."""
+    """What decides an evaluation's games: the weights, the opponent, the games, the turn and token caps,
+    and the precision a CPU generates in."""
+    from course_lib.local_model import generation_dtype
+
     model = str(Path(model).resolve()) if Path(model).exists() else model
     return {
         "model": model,
@@ -314,6 +317,7 @@ def evaluation_key(profile, model: str, opponent: str, games: int, seed: int, ma
         "seed": seed,
         "max_turns": max_turns,
         "sampling": turn_sampling_args(profile),
+        "cpu_dtype": generation_dtype(),  # bfloat16 and float32 sample slightly different games
     }
 
 

@@ -1,17 +1,22 @@
 """Opt-in speed-ups for `LocalModel` on a CPU: the one module of the course that reaches into transformers.
 
-Tested with transformers 5.17.0 (torch 2.13.0, CPU). Two changes to how transformers generates a
-padded batch, both producing the same tokens as stock `generate` (tests/test_fast_generation.py):
+Tested with transformers 5.17.0 (torch 2.13.0, CPU). Three changes to how transformers generates a
+padded batch, each producing the same tokens, or drawing from the same distribution, as stock
+`generate` (tests/test_fast_generation.py):
 
 - attention that reads the grouped key/value heads in place. SmolLM2 has 9 query heads sharing
   3 key/value heads; with a padding mask (every batch of games has one) transformers' "sdpa"
-  repeats the cached keys and values 3 times at every layer and token, where torch's own
-  `enable_gqa` reads them as they are. On two cores that copy made a decoding step 3.6x slower at
-  32 games with 600 cached tokens each;
+  repeats the cached keys and values 3 times at every layer and token. On two cores that copy made
+  a decoding step 3.6x slower at 32 games with 600 cached tokens each. In bfloat16, where torch's
+  kernel is slow on a CPU, the attention is two grouped matrix products;
 - a cache allocated once per batch (longest prompt + max_tokens), where transformers'
-  DynamicLayer copies its whole cache to append each token (torch.cat).
+  DynamicLayer copies its whole cache to append each token (torch.cat);
+- sampling on each row's 50 most likely tokens (`TopKSampler`), where transformers sorts and draws
+  among all 49,152 at every token.
 
-Both use transformers internals (`AttentionInterface`, `masking_utils.sdpa_mask`, `cache_utils.DynamicLayer`,
+With these, bfloat16 weights generate 1.5x faster than float32 on the course's AMD host (RESULTS.md,
+"bf16 weights for generation, second try"), so `LocalModel` uses them where the CPU has native bf16.
+The first two use transformers internals (`AttentionInterface`, `masking_utils.sdpa_mask`, `cache_utils.DynamicLayer`,
 a cache's `layers` list), which change between releases. So the fast path runs only on a tested
 version, and `COURSE_FAST_GENERATION=0` switches it off; otherwise `LocalModel` generates with stock
 `generate` ("sdpa", DynamicCache), correct and slower, and says so in one printed sentence.
@@ -24,18 +29,19 @@ import os
 import transformers
 
 TESTED_TRANSFORMERS = ("5.17",)  # major.minor versions the fast path was checked against
+TOP_K = 50  # transformers' default top-k, which `generate` applies when sampling unless told otherwise
 OFF_SWITCH = "COURSE_FAST_GENERATION"  # set to 0 (or false / off / no) for stock generate
 GROUPED_QUERY_SDPA = "sdpa_grouped_query"  # the attention implementation this module registers
 
 try:  # internals: an untested transformers may have moved them (then stock generate, see `enabled`)
     import torch
-    from transformers import AttentionInterface, AttentionMaskInterface, DynamicCache
+    from transformers import AttentionInterface, AttentionMaskInterface, DynamicCache, LogitsProcessor
     from transformers.cache_utils import DynamicLayer
     from transformers.masking_utils import sdpa_mask
 
     IMPORT_ERROR = None
 except ImportError as error:
-    DynamicLayer, IMPORT_ERROR = object, error
+    DynamicLayer, LogitsProcessor, IMPORT_ERROR = object, object, error
 
 _said: set[str] = set()  # fallback sentences already printed in this process
 
@@ -67,17 +73,36 @@ def enabled() -> bool:
 
 
 def _sdpa_grouped_query(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
-    """transformers' "sdpa" attention without its copy of the keys and values once per query head."""
-    out = torch.nn.functional.scaled_dot_product_attention(
-        query,
-        key,
-        value,
-        attn_mask=attention_mask,
-        dropout_p=dropout if module.training else 0.0,
-        scale=scaling,
-        enable_gqa=True,
-        is_causal=query.shape[2] > 1 and attention_mask is None,
-    )
+    """transformers' "sdpa" attention without its copy of the keys and values once per query head.
+
+    In bfloat16 a padded batch (a mask) is computed as two matrix products, each group of query heads
+    against its key/value head, softmax in float32: on two cores torch's own kernel took 17 ms per layer
+    at 64 games with 480 cached tokens in bfloat16 (4-5 ms in float32), these products about 4 ms.
+    float32 keeps torch's kernel: no faster there, and GRPO's policy generates with it as before."""
+    if attention_mask is None or module.training or query.dtype != torch.bfloat16:
+        out = torch.nn.functional.scaled_dot_product_attention(
+            query,
+            key,
+            value,
+            attn_mask=attention_mask,
+            dropout_p=dropout if module.training else 0.0,
+            scale=scaling,
+            enable_gqa=True,
+            is_causal=query.shape[2] > 1 and attention_mask is None,
+        )
+        return out.transpose(1, 2).contiguous(), None
+    batch, heads, length, dim = query.shape
+    kv_heads = key.shape[1]
+    grouped = query.reshape(batch, kv_heads, heads // kv_heads * length, dim)  # head h reads kv head h // groups
+    # keys @ queries (not queries @ keys transposed): the cache's keys are a slice of a larger buffer,
+    # which bfloat16 products read 2-3x slower when transposed
+    scores = torch.matmul(key, grouped.transpose(-1, -2)).float() * (dim**-0.5 if scaling is None else scaling)
+    scores = scores.view(batch, kv_heads, -1, heads // kv_heads, length)  # [batch, kv heads, keys, group, queries]
+    mask = attention_mask.transpose(-1, -2)[:, :, :, None]  # [batch, 1, keys, 1, queries], True where it may look
+    # A padding query may see nothing: the lowest float there, not -inf, keeps its (unused) row finite.
+    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min) if mask.dtype == torch.bool else scores + mask
+    probs = scores.softmax(2).to(value.dtype).view(batch, kv_heads, -1, heads // kv_heads * length)
+    out = torch.matmul(probs.transpose(-1, -2), value).view(batch, heads, length, dim)
     return out.transpose(1, 2).contiguous(), None
 
 
@@ -130,3 +155,33 @@ def preallocated_cache(model, capacity: int, cached: list, width: int):
                 layer.key_buffer[row, :, width - length : width] = kv[index][0]
                 layer.value_buffer[row, :, width - length : width] = kv[index][1]
     return past
+
+
+class TopKSampler(LogitsProcessor):
+    """transformers' sampling (temperature, then top-k, then top-p, then a draw), done on each row's
+    top-k tokens instead of the whole vocabulary: the same distribution, much less work. Stock
+    sampling sorts all 49,152 logits for top-p and draws among them at every token: on two cores
+    about 180 ms of a 64-game decoding step whose model takes about 100 ms (RESULTS.md).
+
+    Used with greedy decoding: each row comes back -inf except at the sampled token, which holds
+    its log-probability under the filtered distribution (what `output_scores` then records). One
+    difference: where several tokens tie for the k-th highest logit, transformers keeps them all."""
+
+    def __init__(self, temperature: float, top_p: float, top_k: int = TOP_K):
+        self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
+
+    def candidates(self, scores):
+        """Each row's top-k tokens (most likely first) and their log-probabilities after temperature,
+        top-k and top-p; -inf for the tokens top-p drops."""
+        values, tokens = torch.topk(scores / self.temperature, min(self.top_k, scores.shape[-1]))
+        # top-p as transformers does it: drop the least likely tokens while their total stays within
+        # 1 - top_p (the most likely token's tail is everything, so it always stays)
+        tail_mass = values.softmax(-1).flip(-1).cumsum(-1).flip(-1)  # each token's and all less likely ones'
+        drop = tail_mass <= 1 - self.top_p
+        return values.masked_fill(drop, -float("inf")).log_softmax(-1), tokens
+
+    def __call__(self, input_ids, scores):
+        log_probs, tokens = self.candidates(scores)
+        choice = torch.multinomial(log_probs.exp(), num_samples=1)
+        sampled = torch.full_like(scores, -float("inf"))
+        return sampled.scatter_(1, tokens.gather(1, choice), log_probs.gather(1, choice))

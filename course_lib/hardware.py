@@ -7,7 +7,8 @@
   bfloat16 from 8.0 on (same range as float32, so no loss scaling).
 - `mixed_precision(capability, cpu_autocast)`: the trainers' `bf16`/`fp16` flags. On a CPU that multiplies
   bfloat16 natively (AVX-512 BF16 or AMX), SFT trains with bf16 autocast (float32 weights, matrix
-  products in bfloat16); GRPO stays float32 there (its effect did not hold up in bf16).
+  products in bfloat16); GRPO stays float32 there (its effect did not hold up in bf16). Generation
+  there uses bfloat16 weights (`local_model.generation_dtype`).
 - `why_no_vllm(capability)`: why vLLM cannot be used here, or None. GPU profiles then serve with
   `transformers serve --device cuda --continuous-batching` and GRPO generates with transformers:
   slower, same results.

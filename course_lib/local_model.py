@@ -31,7 +31,7 @@ from typing import Callable
 import numpy as np
 import torch
 import verifiers as vf
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, LogitsProcessorList
 from verifiers.types import Response, ResponseMessage, ResponseTokens, Usage
 
 # generate_batch(list of prompt token ids, sampling) -> list of (completion ids, logprobs), where
@@ -39,6 +39,8 @@ from verifiers.types import Response, ResponseMessage, ResponseTokens, Usage
 GenerateBatch = Callable[[list[list[int]], dict], list[tuple[list[int], list[float]]]]
 # make_cache(model, capacity, cached, width) -> the batch's cache holding `cached` left-padded to `width`
 MakeCache = Callable[[object, int, list, int], DynamicCache]
+# make_sampler(temperature, top_p) -> a logits processor that draws each token (greedy decoding then takes it)
+MakeSampler = Callable[[float, float], object]
 SAMPLING_KEYS = ("max_tokens", "temperature", "top_p")
 # Models whose cache is one plain (keys, values) pair per layer, the layout PrefixCache slices (tested on
 # SmolLM2, a Llama); others (e.g. LFM2's convolution states) generate without it.
@@ -63,6 +65,16 @@ def generation_attention() -> str:
     "sdpa", without copying the cached keys and values once per query head), stock "sdpa" otherwise."""
     fast = fast_path()
     return fast.register_grouped_query_sdpa() if fast is not None else "sdpa"
+
+
+def generation_dtype() -> str:
+    """What `LocalModel` computes in: bfloat16 where the CPU multiplies it natively (unless
+    COURSE_CPU_BF16=0) and the fast path's attention is on, float32 otherwise. On the course's AMD
+    host a 64-game evaluation ran 1.5x faster in bfloat16, with results within noise of float32
+    (RESULTS.md); torch's own attention kernel is 3x slower in bfloat16 there, hence the fast path."""
+    from course_lib.hardware import cpu_bf16
+
+    return "bfloat16" if cpu_bf16() and fast_path() is not None else "float32"
 
 
 def chat_message(message) -> dict:
@@ -253,6 +265,7 @@ def sample_batch(
     cached=None,
     return_cache: bool = False,
     make_cache: MakeCache | None = None,
+    make_sampler: MakeSampler | None = None,
 ):
     """Sample one completion per prompt with transformers `generate` on a left-padded batch.
 
@@ -263,7 +276,8 @@ def sample_batch(
     laid out as [pad, cached tokens, pad, rest] so every sequence ends where generation starts.
     With `return_cache`, also returns each sequence's own cache in that form, and the ids it covers.
     `make_cache`: builds the batch's cache (`course_lib.fast_generation.preallocated_cache`); by
-    default transformers' DynamicCache.
+    default transformers' DynamicCache. `make_sampler`: draws each token (`fast_generation.TopKSampler`);
+    by default transformers' own sampling.
     """
     cached = cached or [None] * len(prompts)
     done = [0 if kv is None else kv[0][0].shape[1] for kv in cached]
@@ -283,9 +297,7 @@ def sample_batch(
             input_ids=torch.tensor(input_ids, device=model.device),
             attention_mask=torch.tensor(attention_mask, device=model.device),
             past_key_values=past,
-            do_sample=True,
-            temperature=sampling["temperature"],
-            top_p=sampling["top_p"],
+            **(stock_sampling(sampling) if make_sampler is None else own_sampling(make_sampler, sampling)),
             max_new_tokens=sampling["max_tokens"],
             eos_token_id=tokenizer.eos_token_id,
             pad_token_id=pad,
@@ -293,7 +305,8 @@ def sample_batch(
             return_dict_in_generate=True,
         )
         scores = (
-            model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True).tolist()
+            # our sampler's scores are already the drawn tokens' log-probabilities
+            model.compute_transition_scores(out.sequences, out.scores, normalize_logits=make_sampler is None).tolist()
             if with_logprobs
             else None
         )
@@ -320,6 +333,23 @@ def sample_batch(
     return results, caches
 
 
+def stock_sampling(sampling: dict) -> dict:
+    """`generate`'s arguments for transformers' own sampling."""
+    return {"do_sample": True, "temperature": sampling["temperature"], "top_p": sampling["top_p"]}
+
+
+def own_sampling(make_sampler: MakeSampler, sampling: dict) -> dict:
+    """`generate`'s arguments for a sampler that draws each token itself: greedy decoding takes it."""
+    sampler = make_sampler(sampling["temperature"], sampling["top_p"])
+    return {
+        "do_sample": False,
+        "temperature": None,
+        "top_p": None,
+        "top_k": None,
+        "logits_processor": LogitsProcessorList([sampler]),
+    }
+
+
 def dynamic_cache(model, capacity: int, cached: list, width: int) -> DynamicCache:
     """transformers' DynamicCache holding `cached` (per prompt, None or one (keys, values) pair per
     layer, [kv heads, tokens, head dim]) left-padded with zeros to `width`; `capacity` is unused."""
@@ -344,9 +374,10 @@ class PrefixCache:
     like one of them (the next turn of the same game, or any game's system prompt) feeds the model
     only its new tokens: a game's turn costs its new tokens, not the whole conversation again."""
 
-    def __init__(self, max_entries: int, make_cache: MakeCache | None = None):
+    def __init__(self, max_entries: int, make_cache: MakeCache | None = None, make_sampler: MakeSampler | None = None):
         self.max_entries = max_entries  # each entry holds its tokens' KV: ~46 kB a token for the 135M model
         self.make_cache = make_cache  # how sample_batch builds a batch's cache (default: DynamicCache)
+        self.make_sampler = make_sampler  # how sample_batch draws tokens (default: transformers' sampling)
         self.entries: list[tuple[list[int], list]] = []  # (ids, per-layer (keys, values)), oldest first
 
     def lookup(self, ids: list[int]):
@@ -374,7 +405,15 @@ class PrefixCache:
         """`sample_batch`, reusing what this cache holds and keeping the new sequences' caches.
         Only while the weights stay the same: a training step makes every entry stale."""
         if model.config.model_type not in PREFIX_CACHE_MODEL_TYPES:
-            return sample_batch(model, tokenizer, prompts, sampling, with_logprobs, make_cache=self.make_cache)
+            return sample_batch(
+                model,
+                tokenizer,
+                prompts,
+                sampling,
+                with_logprobs,
+                make_cache=self.make_cache,
+                make_sampler=self.make_sampler,
+            )
         results, caches = sample_batch(  # no reference to the looked-up caches here: the batch frees them
             model,
             tokenizer,
@@ -384,6 +423,7 @@ class PrefixCache:
             [self.lookup(ids) for ids in prompts],
             return_cache=True,
             make_cache=self.make_cache,
+            make_sampler=self.make_sampler,
         )
         for ids, kv in caches:
             self.add(ids, kv)
@@ -398,22 +438,24 @@ class LocalModel:
     Generates with `course_lib.fast_generation` when it is on (`.fast` says which), stock `generate` otherwise.
     """
 
-    def __init__(self, model_path: str, max_batch_size: int = 64, dtype: str = "float32"):
+    def __init__(self, model_path: str, max_batch_size: int = 64, dtype: str | None = None):
         self.model = str(model_path)
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         fast = fast_path()
         self.fast = fast is not None
-        # float32 by default: bfloat16 generated slower even on the course's AMD host with native bf16 (RESULTS.md)
+        self.dtype = dtype or generation_dtype()
         self.network = AutoModelForCausalLM.from_pretrained(
             model_path,
-            dtype=getattr(torch, dtype),
+            dtype=getattr(torch, self.dtype),
             attn_implementation=fast.register_grouped_query_sdpa() if self.fast else "sdpa",
         ).eval()
         defaults = self.network.generation_config
         self.sampling = {"max_tokens": 256, "temperature": defaults.temperature or 1.0, "top_p": defaults.top_p or 1.0}
         self.max_batch_size = max_batch_size
         self._client: LocalModelClient | None = None
-        self.prefix_cache = PrefixCache(max_batch_size, fast.preallocated_cache if self.fast else None)
+        self.prefix_cache = PrefixCache(
+            max_batch_size, fast.preallocated_cache if self.fast else None, fast.TopKSampler if self.fast else None
+        )
 
     def generate_batch(self, prompts: list[list[int]], sampling: dict):
         """One batch, reusing the KV cache of what each prompt shares with earlier sequences: the

@@ -14,6 +14,7 @@ import transformers
 from transformers import AutoModelForCausalLM
 
 from course_lib import fast_generation
+from course_lib.fast_generation import TOP_K, TopKSampler
 from course_lib.local_model import LocalModel, sample_batch
 from course_lib.models import embedded_checkpoint
 
@@ -41,13 +42,13 @@ def fast_on():
 
 @pytest.fixture(scope="module")
 def models():
-    """The embedded 135M model twice: on the fast path and on stock generate."""
+    """The embedded 135M model twice, both in float32: on the fast path and on stock generate."""
     with switched("1"):
         if fast_generation.why_not() is not None:
             pytest.skip(fast_generation.why_not())
-        fast = LocalModel(embedded_checkpoint())
+        fast = LocalModel(embedded_checkpoint(), dtype="float32")
     with switched("0"):
-        stock = LocalModel(embedded_checkpoint())
+        stock = LocalModel(embedded_checkpoint(), dtype="float32")
     assert fast.fast and not stock.fast
     yield fast, stock
     fast.stop()
@@ -97,6 +98,26 @@ def test_fast_path_and_stock_generate_pick_the_same_greedy_tokens_over_two_turns
     assert fast.generate_batch(second, GREEDY) == stock.generate_batch(second, GREEDY)
 
 
+def test_bfloat16_generation_needs_a_native_bf16_cpu_and_the_fast_path(monkeypatch):
+    """Catches: bfloat16 on a CPU without native bf16 (slower there), with torch's own attention
+    kernel (3x slower in bfloat16), or against COURSE_CPU_BF16=0."""
+    from course_lib import hardware
+    from course_lib.local_model import generation_dtype
+
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.delenv(hardware.CPU_BF16_VARIABLE, raising=False)
+    with switched("1"):
+        assert generation_dtype() == ("float32" if fast_generation.why_not() else "bfloat16")
+        monkeypatch.setenv(hardware.CPU_BF16_VARIABLE, "0")
+        assert generation_dtype() == "float32"
+        monkeypatch.delenv(hardware.CPU_BF16_VARIABLE)
+        monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: False)
+        assert generation_dtype() == "float32"
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: True)
+    with switched("0"):
+        assert generation_dtype() == "float32"
+
+
 def test_the_off_switch_loads_stock_attention_and_never_calls_the_fast_path(capsys):
     """Catches: COURSE_FAST_GENERATION=0 ignored (a broken fast path could then not be switched
     off), or any fast-path function still called when it is off."""
@@ -105,7 +126,7 @@ def test_the_off_switch_loads_stock_attention_and_never_calls_the_fast_path(caps
         raise AssertionError("the fast path ran although it is switched off")
 
     with switched("0") as patch:
-        for name in ("register_grouped_query_sdpa", "preallocated_cache", "_sdpa_grouped_query"):
+        for name in ("register_grouped_query_sdpa", "preallocated_cache", "_sdpa_grouped_query", "TopKSampler"):
             patch.setattr(fast_generation, name, forbidden)
         from tictactoe import load_environment
 
@@ -185,3 +206,50 @@ def test_training_code_does_not_import_the_fast_path():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.parametrize("temperature, top_p", [(0.7, 0.95), (1.0, 1.0), (0.3, 0.5)])
+def test_the_sampler_draws_from_the_distribution_transformers_samples_from(temperature, top_p):
+    """Catches: a top-p cut one token off, or taken before the temperature, or a wrong top-k, against
+    transformers' own warpers (temperature, top-k 50, top-p), on flat rows and on one very peaked row."""
+    from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    torch.manual_seed(0)
+    scores = torch.randn(6, 2000) * torch.tensor([[0.5], [1.0], [2.0], [3.0], [4.0], [0.1]])
+    scores[5, 7] = 30.0  # one token holds nearly all the mass
+    warpers = [TemperatureLogitsWarper(temperature), TopKLogitsWarper(TOP_K)]
+    if top_p < 1.0:  # transformers leaves top-p out at 1.0
+        warpers.append(TopPLogitsWarper(top_p))
+    expected = LogitsProcessorList(warpers)(None, scores.clone()).log_softmax(-1)
+
+    sampler = TopKSampler(temperature, top_p)
+    log_probs, tokens = sampler.candidates(scores)
+    ours = torch.full_like(scores, -float("inf")).scatter_(1, tokens, log_probs)
+    assert torch.equal(ours.isinf(), expected.isinf())
+    assert torch.allclose(ours[~ours.isinf()], expected[~expected.isinf()], atol=1e-5)
+
+    drawn = sampler(None, scores)  # one token per row: the rest -inf, the drawn token its log-probability
+    assert ((~drawn.isinf()).sum(-1) == 1).all()
+    token = drawn.argmax(-1, keepdim=True)
+    assert torch.allclose(drawn.gather(1, token), expected.gather(1, token))
+
+
+def test_the_bfloat16_attention_matches_torchs_kernel_with_padding():
+    """Catches: a query head read against the wrong key/value head, a mask applied to the wrong axis,
+    or a padding query (one that may see nothing) turning into NaN, against torch's own kernel in
+    float32, at a decoding step and at a padded prefill."""
+    from types import SimpleNamespace
+
+    torch.manual_seed(0)
+    module = SimpleNamespace(training=False)
+    for length in (1, 5):  # one new token; a prompt's rest
+        query = torch.randn(3, 9, length, 64)
+        key, value = torch.randn(3, 3, 12, 64), torch.randn(3, 3, 12, 64)
+        mask = torch.ones(3, 1, length, 12, dtype=torch.bool).tril(diagonal=12 - length)
+        mask[1, :, :, :4] = False  # a left-padded row
+        mask[2, :, 0, :] = False  # a padding query: it may look at nothing
+        expected = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, enable_gqa=True)
+        out, _ = fast_generation._sdpa_grouped_query(module, query.bfloat16(), key.bfloat16(), value.bfloat16(), mask)
+        assert out.dtype == torch.bfloat16 and out.isfinite().all()
+        seen = mask.any(-1).transpose(1, 2)[..., None].expand(3, length, 9, 64)  # queries that see something
+        assert torch.allclose(out.float()[seen], expected.transpose(1, 2)[seen], atol=0.05)
