@@ -70,8 +70,9 @@ def generation_attention() -> str:
 def generation_dtype() -> str:
     """What `LocalModel` computes in: bfloat16 where the CPU multiplies it natively (unless
     COURSE_CPU_BF16=0) and the fast path's attention is on, float32 otherwise. On the course's AMD
-    host a 64-game evaluation ran 1.5x faster in bfloat16, with results within noise of float32
-    (RESULTS.md); torch's own attention kernel is 3x slower in bfloat16 there, hence the fast path."""
+    host 64 short games ran 1.5x faster in bfloat16 (long ones, where attention dominates, 1.14x), with
+    results within noise of float32 (RESULTS.md); torch's own attention kernel is 3x slower in
+    bfloat16 there, hence the fast path."""
     from course_lib.hardware import cpu_bf16
 
     return "bfloat16" if cpu_bf16() and fast_path() is not None else "float32"
