@@ -239,12 +239,14 @@ def training_curves(history: list[dict], title: str):
     """One panel per curve of CURVES, from a trainer's log_history (the steps that logged a reward)."""
     import matplotlib.pyplot as plt
     import pandas as pd
+    from matplotlib.ticker import MaxNLocator
 
     logs = pd.DataFrame([row for row in history if "reward" in row])
     fig, axes = plt.subplots(1, len(CURVES), figsize=(3.2 * len(CURVES), 2.9))
     for ax, (column, name) in zip(axes, CURVES.items()):
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no half steps on a short run
         if logs.empty:
             continue
         if column == "reward":

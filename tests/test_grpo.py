@@ -273,6 +273,8 @@ def test_training_curves_draw_every_panel_from_the_log_and_skip_rows_without_rew
     drawn = [ax for ax in fig.axes if ax.lines]
     assert len(drawn) == len(grpo.CURVES)
     assert all(len(line.get_xdata()) == 3 for ax in drawn for line in ax.lines)
+    fig.canvas.draw()
+    assert all(tick == int(tick) for ax in drawn for tick in ax.get_xticks())  # steps, not 1.5 or 2.5
 
 
 def test_live_curves_redraw_one_display_and_a_resumed_run_starts_with_its_first_part(monkeypatch):
