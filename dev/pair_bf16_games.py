@@ -2,54 +2,48 @@
 
 Usage: python dev/pair_bf16_games.py   (reads data/bf16_generation/)
 
-Both evaluations played notebook 08's SFT model in the same 100 games per opponent (seed 0): each game
-seed is one pair. Exact McNemar test per outcome: the games only one of the two precisions won.
+Both evaluations played notebook 08's SFT model in the same 100 games per opponent (seed 0), compared
+game by game with the course's own paired test (`evaluation.paired_comparison`, exact McNemar).
 """
 
 import json
 from pathlib import Path
 
 import pandas as pd
-from scipy.stats import binomtest
+
+from course_lib.evaluation import paired_comparison
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "bf16_generation"
 
 
-def bfloat16_games(opponent: str) -> pd.DataFrame:
-    rows = []
-    for line in (DATA / f"sft_bfloat16_{opponent}.jsonl").read_text().splitlines():
-        game = json.loads(line)
-        rows.append(
-            {
-                "game_seed": game["info"]["seed"],
-                "result": game["result"],
-                "invalid_moves": game["metrics"]["invalid_moves"],
-                "model_turns": game["metrics"]["model_turns"],
-            }
-        )
-    return pd.DataFrame(rows).set_index("game_seed")
+def games(opponent: str) -> pd.DataFrame:
+    """Both precisions' games against one opponent, one row per game and player."""
+    float32 = pd.read_csv(DATA / f"sft_float32_{opponent}_games.csv").assign(player="float32")
+    transcripts = [json.loads(line) for line in (DATA / f"sft_bfloat16_{opponent}.jsonl").read_text().splitlines()]
+    bfloat16 = pd.DataFrame(
+        {
+            "player": "bfloat16",
+            "opponent": opponent,
+            "example_id": t["example_id"],
+            "game_seed": t["info"]["seed"],
+            "result": t["result"],
+            "invalid_moves": t["metrics"]["invalid_moves"],
+            "model_turns": t["metrics"]["model_turns"],
+        }
+        for t in transcripts
+    )
+    both = pd.concat([float32, bfloat16], ignore_index=True)
+    seeds = both.groupby("example_id")["game_seed"].nunique()
+    assert (seeds == 1).all(), "the two evaluations did not play the same games"
+    return both
 
 
 def main() -> None:
-    for opponent in ("random", "optimal"):
-        float32 = pd.read_csv(DATA / f"sft_float32_{opponent}_games.csv").set_index("game_seed")
-        bfloat16 = bfloat16_games(opponent).loc[float32.index]  # the same games, in the same order
-        outcomes = {
-            "non-loss": lambda games: games.result != "loss",
-            "win": lambda games: games.result == "win",
-            "game with invalid answer": lambda games: games.invalid_moves > 0,
-        }
-        for name, outcome in outcomes.items():
-            a, b = outcome(float32).values, outcome(bfloat16).values
-            only_a, only_b = int((a & ~b).sum()), int((~a & b).sum())
-            p = binomtest(only_a, only_a + only_b, 0.5).pvalue if only_a + only_b else 1.0
-            print(
-                f"{opponent:8s} {name:25s} float32 {a.mean():.0%} bfloat16 {b.mean():.0%}  "
-                f"only float32 {only_a} only bfloat16 {only_b} p {p:.2f}"
-            )
-        for label, games in (("float32", float32), ("bfloat16", bfloat16)):
-            rate = games.invalid_moves.sum() / games.model_turns.sum()
-            print(f"{opponent:8s} invalid answers per answer, {label}: {rate:.1%}")
+    played = pd.concat([games(opponent) for opponent in ("random", "optimal")], ignore_index=True)
+    table = paired_comparison(played, "float32", "bfloat16", outcomes=("non-loss", "win", "invalid answer"))
+    print(table.to_string(index=False))
+    per_answer = played.groupby(["opponent", "player"]).apply(lambda g: g.invalid_moves.sum() / g.model_turns.sum())
+    print("\ninvalid answers per answer:\n" + per_answer.map("{:.1%}".format).to_string())
 
 
 if __name__ == "__main__":
