@@ -161,7 +161,7 @@ class TopKSampler(LogitsProcessor):
     """transformers' sampling (temperature, then top-k, then top-p, then a draw), done on each row's
     top-k tokens instead of the whole vocabulary: the same distribution, much less work. Stock
     sampling sorts all 49,152 logits for top-p and draws among them at every token: on two cores
-    about 180 ms of a 64-game decoding step whose model takes about 100 ms (RESULTS.md).
+    about 80 ms of each 64-game decoding step, 16% of a turn (RESULTS.md).
 
     Used with greedy decoding: each row comes back -inf except at the sampled token, which holds
     its log-probability under the filtered distribution (what `output_scores` then records). One
