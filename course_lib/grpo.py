@@ -14,7 +14,6 @@ from trl import GRPOConfig, GRPOTrainer
 
 from course_lib import rollout_bridge
 from course_lib.hardware import cuda_capability, mixed_precision, score_answer_tokens_only_on_cpu, training_dtype
-from course_lib.local_model import generation_attention
 from course_lib.profiles import Profile
 from course_lib.training import experiment_logging, lora_config
 
@@ -87,23 +86,28 @@ def build_grpo_trainer(
     env.set_max_total_completion_tokens(profile.grpo.max_episode_tokens)
     dataset = env.get_dataset()
     reward_functions, reward_weights = rollout_bridge.trl_reward_functions(env)
-    generate_batch = rollout_bridge.vllm_generate_batch if profile.grpo.vllm_mode else rollout_bridge.hf_generate_batch
     capability = cuda_capability()
-    # On CPU, the attention that reads grouped key/value heads in place (see local_model)
-    attention = generation_attention() if capability is None else None
+    dtype = training_dtype(capability, profile.grpo.use_lora)
+    if profile.grpo.vllm_mode:
+        generation = rollout_bridge.vllm_generation
+    else:  # on a GPU the copy generates in the policy's dtype; on a CPU in LocalModel's (bfloat16 where native)
+        generation = rollout_bridge.PolicyCopy(
+            model_path,
+            profile.grpo.prompts_per_step * profile.grpo.num_generations,
+            device="cpu" if capability is None else "cuda",
+            dtype=None if capability is None else dtype,
+        )
     if capability is None:
         score_answer_tokens_only_on_cpu()
     trainer = GRPOTrainerWithoutUnusedPadding(
-        model=AutoModelForCausalLM.from_pretrained(
-            model_path, dtype=training_dtype(capability, profile.grpo.use_lora), attn_implementation=attention
-        ),
+        model=AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype),
         processing_class=tokenizer,
         reward_funcs=reward_functions,
         args=grpo_config(profile, output_dir, reward_weights, **config_overrides),
         train_dataset=rollout_bridge.trl_prompt_dataset(dataset),
         peft_config=lora_config(profile.grpo.use_lora, rank=8),
         rollout_func=rollout_bridge.make_rollout_func(
-            env, dataset, tokenizer, generate_batch, profile.grpo.max_tokens_per_turn, stats
+            env, dataset, tokenizer, generation, profile.grpo.max_tokens_per_turn, stats
         ),
         callbacks=[*(callbacks or []), *([StepTimer(stats)] if stats is not None else [])],
     )

@@ -439,7 +439,7 @@ class LocalModel:
     Generates with `course_lib.fast_generation` when it is on (`.fast` says which), stock `generate` otherwise.
     """
 
-    def __init__(self, model_path: str, max_batch_size: int = 64, dtype: str | None = None):
+    def __init__(self, model_path: str, max_batch_size: int = 64, dtype: str | None = None, device: str = "cpu"):
         self.model = str(model_path)
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         fast = fast_path()
@@ -449,7 +449,7 @@ class LocalModel:
             model_path,
             dtype=getattr(torch, self.dtype),
             attn_implementation=fast.register_grouped_query_sdpa() if self.fast else "sdpa",
-        ).eval()
+        ).to(device).eval()
         defaults = self.network.generation_config
         self.sampling = {"max_tokens": 256, "temperature": defaults.temperature or 1.0, "top_p": defaults.top_p or 1.0}
         self.max_batch_size = max_batch_size
@@ -458,10 +458,20 @@ class LocalModel:
             max_batch_size, fast.preallocated_cache if self.fast else None, fast.TopKSampler if self.fast else None
         )
 
-    def generate_batch(self, prompts: list[list[int]], sampling: dict):
-        """One batch, reusing the KV cache of what each prompt shares with earlier sequences: the
-        weights never change here, so a cache computed once stays right."""
-        return self.prefix_cache.sample(self.network, self.tokenizer, prompts, sampling)
+    def generate_batch(self, prompts: list[list[int]], sampling: dict, with_logprobs: bool = False):
+        """One batch, reusing the KV cache of what each prompt shares with earlier sequences: a
+        cache computed once stays right until `load_weights`."""
+        return self.prefix_cache.sample(self.network, self.tokenizer, prompts, sampling, with_logprobs)
+
+    def load_weights(self, weights: dict) -> None:
+        """Copy new weights in (`weights` maps each of the network's parameter names to a tensor of
+        its shape, in any dtype) and forget every cached sequence: they were computed with the old ones."""
+        with torch.no_grad():
+            for name, parameter in self.network.named_parameters():
+                if name not in weights:
+                    raise KeyError(f"load_weights: no weight named {name!r} (given: {', '.join(list(weights)[:3])}, ...)")
+                parameter.copy_(weights[name])
+        self.prefix_cache.entries.clear()
 
     @property
     def client(self) -> LocalModelClient:

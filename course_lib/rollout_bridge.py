@@ -3,7 +3,9 @@
 No second game loop: each episode is the environment's own `rollout()` (its `setup_state`,
 `env_response`, stop conditions) followed by its own rubric. The only new piece is the model
 client the environment talks to: `course_lib.local_model.LocalModelClient`, whose "server" is the
-model being trained (`generate_batch(trainer, prompt_ids, sampling, prefix_cache)`, transformers or TRL's vLLM).
+model being trained. As TRL does with vLLM, the policy's weights go, at each step, to a model that
+only generates: `PolicyCopy` (a `LocalModel` in this process: bfloat16 and the fast path where
+the CPU has them, while the policy trains in float32) or TRL's vLLM (`vllm_generation`).
 It keeps each conversation as token ids, turn by turn:
 
     prompt ids | model turn 1 | env reply 1 | model turn 2 | env reply 2 | ... | model turn n
@@ -17,10 +19,13 @@ out of the loss. Requests from all episodes in flight are batched into one `gene
 import asyncio
 import json
 import time
+from functools import partial
 from typing import Callable
 
+import torch
+
 from course_lib.check_environment import reward_functions
-from course_lib.local_model import LocalModelClient, PrefixCache
+from course_lib.local_model import GenerateBatch, LocalModel, LocalModelClient
 from course_lib.offline import run_coroutine
 
 
@@ -81,11 +86,17 @@ def trl_prompt_dataset(env_dataset):
 
 
 def make_rollout_func(
-    env, env_dataset, tokenizer, generate_batch: Callable, max_tokens_per_turn: int, stats: dict | None = None
+    env,
+    env_dataset,
+    tokenizer,
+    generation_for_step: Callable[[object], GenerateBatch],
+    max_tokens_per_turn: int,
+    stats: dict | None = None,
 ):
     """`rollout_func(prompts, trainer)` for GRPOTrainer. Prompts arrive already repeated
     num_generations times; we return one episode per prompt, with the rubric's values as extra
-    keys for `trl_reward_functions`."""
+    keys for `trl_reward_functions`. `generation_for_step(trainer)` gives the step's
+    `generate_batch(prompt ids, sampling)` with the policy's current weights (`PolicyCopy`, `vllm_generation`)."""
     names = [name for name, _ in reward_names_and_weights(env)]
 
     def rollout_func(prompts: list[str], trainer) -> dict:
@@ -95,21 +106,21 @@ def make_rollout_func(
             "temperature": trainer.args.temperature,
             "top_p": trainer.args.top_p,
         }
-        prefix_cache = PrefixCache(max_entries=len(prompts))  # this step's weights only
-        generation_seconds = 0.0
+        rollout_start = time.perf_counter()
+        generate_batch = generation_for_step(trainer)
+        generation_seconds = time.perf_counter() - rollout_start  # the weights' copy counts as generation
 
         def generate(ids, options):  # the model's share of the rollouts, for grpo.step_split
             nonlocal generation_seconds
             start = time.perf_counter()
             try:
-                return generate_batch(trainer, ids, options, prefix_cache)
+                return generate_batch(ids, options)
             finally:
                 generation_seconds += time.perf_counter() - start
 
         client = LocalModelClient(tokenizer, generate, sampling, max_batch_size=len(prompts))
-        start = time.perf_counter()
         states = run_coroutine(play_episodes(env, rows, client))
-        rollout_seconds = time.perf_counter() - start
+        rollout_seconds = time.perf_counter() - rollout_start
         output = {"prompt_ids": [], "completion_ids": [], "env_mask": [], "logprobs": []}
         for state in states:
             for key, value in episode_tokens(state).items():
@@ -125,22 +136,58 @@ def make_rollout_func(
     return rollout_func
 
 
-def hf_generate_batch(trainer, prompts: list[list[int]], sampling: dict, prefix_cache: PrefixCache):
-    """Sample with transformers `generate` (CPU, or GPU without vLLM), with per-token logprobs.
-    Each turn feeds the model only its new tokens: the episode's earlier turns are in `prefix_cache`."""
-    from trl.models import unwrap_model_for_generation
+class PolicyCopy:
+    """The policy's generation without vLLM: a `LocalModel` loaded once from the start checkpoint,
+    given the policy's current weights at the start of each step, as TRL gives them to vLLM.
 
-    with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:
-        return prefix_cache.sample(model, trainer.processing_class, prompts, sampling, with_logprobs=True)
+    It generates as the evaluations do (a cache allocated once per batch, each game's earlier turns
+    kept between turns, top-k sampling; bfloat16 where the CPU multiplies it natively) while the
+    policy trains in float32. TRL scores the episodes with the policy itself, so the loss is the
+    policy's; the copy only decides which tokens are sampled, from nearly the same distribution."""
+
+    def __init__(self, model_path: str, rollouts_per_step: int, device: str = "cpu", dtype: str | None = None):
+        self.model = LocalModel(model_path, max_batch_size=rollouts_per_step, dtype=dtype, device=device)
+
+    def __call__(self, trainer) -> GenerateBatch:
+        self.model.load_weights(policy_weights(trainer.accelerator.unwrap_model(trainer.model)))
+        return partial(self.model.generate_batch, with_logprobs=True)
 
 
-def vllm_generate_batch(trainer, prompts: list[list[int]], sampling: dict, prefix_cache: PrefixCache):
+def policy_weights(model) -> dict:
+    """The policy's weights under the names of the checkpoint it was loaded from, its LoRA adapters
+    (if any) merged in. Unlike TRL's sync to vLLM (merge in place, read, unmerge), the trained
+    weights are never written, so a step's copy cannot round them."""
+    from peft import PeftModel
+    from peft.tuners.lora import LoraLayer
+
+    if not isinstance(model, PeftModel):
+        return dict(model.named_parameters())
+    base = model.get_base_model()
+    weights = {}
+    with torch.no_grad():
+        for name, module in base.named_modules():
+            if isinstance(module, LoraLayer):
+                layer = module.get_base_layer()
+                delta = sum(module.get_delta_weight(adapter) for adapter in module.active_adapters)
+                weights[f"{name}.weight"] = layer.weight + delta
+    for name, parameter in base.named_parameters():
+        if model.prefix not in name:  # the adapters' own weights are merged above
+            weights.setdefault(name.replace(".base_layer", ""), parameter)
+    return weights
+
+
+def vllm_generation(trainer) -> GenerateBatch:
+    """The step's generation with TRL's vLLM, which gets the step's weights from TRL itself."""
+    return partial(vllm_generate_batch, trainer)
+
+
+def vllm_generate_batch(trainer, prompts: list[list[int]], sampling: dict):
     """Sample with TRL's vLLM and return the real per-token sampling logprobs.
 
     Server mode (`full` profile): every training process asks the vLLM server on its own, so
     processes whose games last a different number of turns never wait on each other. Colocate
     mode (`gpu` profile, one process): TRL's colocated engine, which caps every turn at the
-    trainer's max_completion_length. vLLM caches shared prefixes itself: `prefix_cache` goes unused."""
+    trainer's max_completion_length. vLLM caches shared prefixes itself."""
     generation = trainer.vllm_generation
     if generation.mode == "server":
         if getattr(generation, "vllm_client", None) is None:  # TRL connects the main process only

@@ -92,7 +92,7 @@ def test_two_grpo_steps_on_groups_whose_rewards_differ_change_the_weights(smoke_
     profile, env, trainer, stats = smoke_trainer
     tokenizer = trainer.processing_class
 
-    def expert_or_nonsense(trainer_, prompts, sampling, prefix_cache):
+    def expert_or_nonsense(prompts, sampling):
         results = []
         for i, ids in enumerate(prompts):
             board = read_board(tokenizer.decode(ids).rsplit("<|im_start|>user", 1)[-1])
@@ -102,7 +102,7 @@ def test_two_grpo_steps_on_groups_whose_rewards_differ_change_the_weights(smoke_
         return results
 
     rollout_func = rollout_bridge.make_rollout_func(
-        env, env.get_dataset(), tokenizer, expert_or_nonsense, profile.grpo.max_tokens_per_turn, stats
+        env, env.get_dataset(), tokenizer, lambda _: expert_or_nonsense, profile.grpo.max_tokens_per_turn, stats
     )
     monkeypatch.setattr(trainer, "rollout_func", rollout_func)
     # the weights training changes: all of them, or the LoRA adapters (the smoke profile's, like cpu's)
@@ -386,3 +386,42 @@ def test_the_notebook_progress_bar_survives_a_run_stopped_early(tmp_path):
     with pytest.raises(TypeError):
         stop_at_step_2_of_5(NotebookProgressCallback())
     stop_at_step_2_of_5(notebook_progress_that_stops_early())
+
+
+def test_the_policy_copy_generates_with_the_policys_weights_lora_merged(smoke_trainer):
+    """PolicyCopy takes the policy's current weights at each step, LoRA adapters merged in, and
+    leaves the trained weights as they were. Catches: adapters left out (or their scale), a
+    weight not copied, a copy that writes the policy's weights, a prefix cache kept across steps."""
+    import torch
+
+    _, _, trainer, _ = smoke_trainer
+    policy = trainer.model
+    assert type(policy).__name__.startswith("PeftModel")  # the smoke profile trains LoRA adapters, as cpu does
+    trained = {name: p.detach().clone() for name, p in policy.named_parameters()}
+    with torch.no_grad():  # adapters as after some training (B starts at zero: its delta would be nothing)
+        for name, parameter in policy.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(0, 0.5, generator=torch.Generator().manual_seed(len(name)))
+    before = {name: p.detach().clone() for name, p in policy.named_parameters()}
+    try:
+        copy = rollout_bridge.PolicyCopy(policy.peft_config["default"].base_model_name_or_path, 4, dtype="float32")
+        copy.model.prefix_cache.entries.append(([1, 2, 3], []))  # a sequence of the previous step's weights
+        generate_batch = copy(trainer)
+        assert copy.model.prefix_cache.entries == []
+        assert all((p.detach() == before[name]).all() for name, p in policy.named_parameters())
+        ids = torch.tensor([trainer.processing_class("Your move: the centre.", add_special_tokens=False)["input_ids"]])
+        policy.eval()
+        with torch.no_grad():
+            expected = policy(input_ids=ids).logits
+            with policy.disable_adapter():
+                without_adapters = policy(input_ids=ids).logits
+            got = copy.model.network(input_ids=ids).logits
+        assert not torch.allclose(expected, without_adapters, atol=1e-3)  # the adapters matter here
+        torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+        [(completion, logprobs)] = generate_batch(ids.tolist(), {"max_tokens": 4, "temperature": 1.0, "top_p": 1.0})
+        assert len(completion) == len(logprobs) > 0 and all(lp <= 0 for lp in logprobs)
+    finally:
+        policy.train()
+        with torch.no_grad():
+            for name, parameter in policy.named_parameters():
+                parameter.copy_(trained[name])

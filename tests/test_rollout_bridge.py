@@ -114,12 +114,12 @@ def test_rewards_are_the_rubric_values_with_the_rubric_weights(env, tokenizer):
     functions, weights = bridge.trl_reward_functions(env)
     assert [f.__name__ for f in functions] == ["says_seven", "num_turns"] and weights == [0.5, 0.0]
 
-    def answer_by_question(trainer, prompts, sampling, prefix_cache):  # "7" only to the first question
+    def answer_by_question(prompts, sampling):  # "7" only to the first question
         texts = ["7" if "What is 0 + 3?" in tokenizer.decode(ids) else "2" for ids in prompts]
         return scripted(tokenizer, texts)(prompts, sampling)
 
     dataset = env.get_dataset()
-    rollout_func = bridge.make_rollout_func(env, dataset, tokenizer, answer_by_question, 32)
+    rollout_func = bridge.make_rollout_func(env, dataset, tokenizer, lambda trainer: answer_by_question, 32)
     trainer = SimpleNamespace(args=SimpleNamespace(temperature=1.0, top_p=1.0))  # what rollout_func reads
     output = rollout_func(bridge.trl_prompt_dataset(dataset)["prompt"][:2], trainer=trainer)
     assert output["says_seven"] == [1.0, 0.0]  # rows keep their order and their own rewards
