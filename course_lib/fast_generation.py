@@ -20,8 +20,9 @@ The first two use transformers internals (`AttentionInterface`, `masking_utils.s
 a cache's `layers` list), which change between releases. So the fast path runs only on a tested
 version, and `COURSE_FAST_GENERATION=0` switches it off; otherwise `LocalModel` generates with stock
 `generate` ("sdpa", DynamicCache), correct and slower, and says so in one printed sentence.
-Training code never imports this module: GRPO's policy, which generates while it trains, asks
-`local_model.generation_attention()` for the attention to load with; SFT uses stock "sdpa".
+Training code never imports this module: GRPO generates from a copy of its policy, a `LocalModel`
+(`rollout_bridge.PolicyCopy`); a policy that generates itself (notebook 11's TRL `environment_factory`)
+asks `local_model.generation_attention()` for the attention to load with; SFT uses stock "sdpa".
 """
 
 import os
@@ -78,7 +79,7 @@ def _sdpa_grouped_query(module, query, key, value, attention_mask, scaling=None,
     In bfloat16 a padded batch (a mask) is computed as two matrix products, each group of query heads
     against its key/value head, softmax in float32: on two cores torch's own kernel took 17 ms per layer
     at 64 games with 480 cached tokens in bfloat16 (4-5 ms in float32), these products about 4 ms.
-    float32 keeps torch's kernel: no faster there, and GRPO's policy generates with it as before."""
+    float32 keeps torch's kernel: no faster there."""
     if attention_mask is None or module.training or query.dtype != torch.bfloat16:
         out = torch.nn.functional.scaled_dot_product_attention(
             query,

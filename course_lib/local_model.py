@@ -61,7 +61,7 @@ def fast_path():
 
 def generation_attention() -> str:
     """The attention to load a CPU model with that will generate padded batches while it trains
-    (GRPO's policy): the fast path's grouped-query attention when it is on (the same numbers as
+    (TRL's `environment_factory` generates with the policy): the fast path's grouped-query attention when it is on (the same numbers as
     "sdpa", without copying the cached keys and values once per query head), stock "sdpa" otherwise."""
     fast = fast_path()
     return fast.register_grouped_query_sdpa() if fast is not None else "sdpa"
