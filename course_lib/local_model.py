@@ -60,9 +60,10 @@ def fast_path():
 
 
 def generation_attention() -> str:
-    """The attention to load a CPU model with that will generate padded batches while it trains
-    (TRL's `environment_factory` generates with the policy): the fast path's grouped-query attention when it is on (the same numbers as
-    "sdpa", without copying the cached keys and values once per query head), stock "sdpa" otherwise."""
+    """The attention to load a CPU model with that will generate padded batches while it trains (TRL's
+    `environment_factory` generates with the policy): the fast path's grouped-query attention when it is
+    on (the same numbers as "sdpa", without copying the cached keys and values once per query head),
+    stock "sdpa" otherwise."""
     fast = fast_path()
     return fast.register_grouped_query_sdpa() if fast is not None else "sdpa"
 
@@ -445,11 +446,15 @@ class LocalModel:
         fast = fast_path()
         self.fast = fast is not None
         self.dtype = dtype or generation_dtype()
-        self.network = AutoModelForCausalLM.from_pretrained(
-            model_path,
-            dtype=getattr(torch, self.dtype),
-            attn_implementation=fast.register_grouped_query_sdpa() if self.fast else "sdpa",
-        ).to(device).eval()
+        self.network = (
+            AutoModelForCausalLM.from_pretrained(
+                model_path,
+                dtype=getattr(torch, self.dtype),
+                attn_implementation=fast.register_grouped_query_sdpa() if self.fast else "sdpa",
+            )
+            .to(device)
+            .eval()
+        )
         defaults = self.network.generation_config
         self.sampling = {"max_tokens": 256, "temperature": defaults.temperature or 1.0, "top_p": defaults.top_p or 1.0}
         self.max_batch_size = max_batch_size
@@ -469,7 +474,8 @@ class LocalModel:
         with torch.no_grad():
             for name, parameter in self.network.named_parameters():
                 if name not in weights:
-                    raise KeyError(f"load_weights: no weight named {name!r} (given: {', '.join(list(weights)[:3])}, ...)")
+                    given = ", ".join(list(weights)[:3])
+                    raise KeyError(f"load_weights: no weight named {name!r} (given: {given}, ...)")
                 parameter.copy_(weights[name])
         self.prefix_cache.entries.clear()
 

@@ -52,7 +52,7 @@ if __name__ == "__main__":
                 "matmul_gflops_fp32_after": round(matmul_gflops()),
                 "split_seconds": grpo.step_split(stats).round(1).to_dict("records"),
                 "reward": [round(row["reward"], 4) for row in logged],
-                "mean_completion_length": [round(row.get("completions/mean_length", float("nan")), 1) for row in logged],
+                "mean_completion_length": [round(row["completions/mean_length"], 1) for row in logged],
             }
         ),
         flush=True,
