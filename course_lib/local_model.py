@@ -17,7 +17,7 @@ between turns, so a turn costs only its new tokens. This module uses transformer
 module is on and tested with the installed transformers, and stock `generate` otherwise.
 
 It also keeps each conversation as token ids, turn by turn, which GRPO needs (the rollout bridge
-uses this same client with the model being trained). `LocalModel` loads a checkpoint and gives a
+uses this same client with a copy of the model being trained). `LocalModel` loads a checkpoint and gives a
 client with the same interface as `course_lib.serving.Server`, so notebooks use either alike.
 """
 
@@ -406,27 +406,21 @@ class PrefixCache:
     def sample(self, model, tokenizer, prompts: list[list[int]], sampling: dict, with_logprobs: bool = False):
         """`sample_batch`, reusing what this cache holds and keeping the new sequences' caches.
         Only while the weights stay the same: a training step makes every entry stale."""
-        if model.config.model_type not in PREFIX_CACHE_MODEL_TYPES:
-            return sample_batch(
-                model,
-                tokenizer,
-                prompts,
-                sampling,
-                with_logprobs,
-                make_cache=self.make_cache,
-                make_sampler=self.make_sampler,
-            )
-        results, caches = sample_batch(  # no reference to the looked-up caches here: the batch frees them
+        reuse = model.config.model_type in PREFIX_CACHE_MODEL_TYPES
+        returned = sample_batch(  # no reference to the looked-up caches here: the batch frees them
             model,
             tokenizer,
             prompts,
             sampling,
             with_logprobs,
-            [self.lookup(ids) for ids in prompts],
-            return_cache=True,
+            [self.lookup(ids) for ids in prompts] if reuse else None,
+            return_cache=reuse,
             make_cache=self.make_cache,
             make_sampler=self.make_sampler,
         )
+        if not reuse:
+            return returned
+        results, caches = returned
         for ids, kv in caches:
             self.add(ids, kv)
         return results
