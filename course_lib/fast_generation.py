@@ -76,11 +76,13 @@ def enabled() -> bool:
 def _sdpa_grouped_query(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """transformers' "sdpa" attention without its copy of the keys and values once per query head.
 
-    In bfloat16 a padded batch (a mask) is computed as two matrix products, each group of query heads
-    against its key/value head, softmax in float32: on two cores torch's own kernel took 17 ms per layer
-    at 64 games with 480 cached tokens in bfloat16 (4-5 ms in float32), these products about 4 ms.
+    In bfloat16 a decoding step of a padded batch (one query per sequence, a mask) is two matrix products,
+    each group of query heads against its key/value head, softmax in float32: on two cores torch's own
+    kernel took 17 ms per layer at 64 games with 480 cached tokens in bfloat16 (4-5 ms in float32), these
+    products about 4 ms. Several queries (a prompt's new tokens) keep torch's kernel: from two queries on
+    it is the faster, 3-4x at 64 or 300 (the products materialise every score in float32).
     float32 keeps torch's kernel: no faster there."""
-    if attention_mask is None or module.training or query.dtype != torch.bfloat16:
+    if attention_mask is None or module.training or query.dtype != torch.bfloat16 or query.shape[2] > 1:
         out = torch.nn.functional.scaled_dot_product_attention(
             query,
             key,
