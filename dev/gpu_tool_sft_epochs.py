@@ -91,7 +91,9 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--rollouts", type=int, default=10, help="per held-out question")
     parser.add_argument("--epochs", type=float, nargs="+", default=[1.0, 2.0])
-    parser.add_argument("--models", nargs="+", help="evaluate these checkpoints only (no training)")
+    parser.add_argument(
+        "--models", nargs="+", help="evaluate these checkpoints only (no training); BASE: the profile's model"
+    )
     parser.add_argument("--examples", type=int, default=-1, help="held-out questions (-1: all 27)")
     args = parser.parse_args()
 
@@ -116,7 +118,7 @@ def main() -> None:
     train_questions, held_out = tool_sft.wiki_split()
     held_out_env = wiki.load_environment(questions=held_out)
     result.update(held_out_questions=len(held_out))
-    for model_path in args.models or []:
+    for model_path in [base if name == "BASE" else name for name in args.models or []]:
         run = {"model": model_path, **evaluate(profile, model_path, held_out_env, args.rollouts, args.examples)}
         result["runs"].append(run)
         out.write_text(json.dumps(result, indent=1) + "\n")
