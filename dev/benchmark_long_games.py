@@ -1,6 +1,7 @@
 """Seconds for one batch of long games: the base model (which rarely finishes a game) against one opponent.
 
-    python dev/benchmark_long_games.py              # 64 games against the optimal opponent, ~4 min on 2 cores
+    python dev/benchmark_long_games.py              # 64 games against the optimal opponent, ~3 min on 2 cores
+    python dev/benchmark_long_games.py --games 100 --concurrency 100   # a wider batch than the profile's
 
 The games of notebook 06's base-model evaluation, where each turn's prompt adds ~100 tokens to a context that grows
 to ~900: the work that a short benchmark (`course_lib.benchmark_generation`) barely exercises. Same seed, same
@@ -25,8 +26,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--games", type=int, default=64)
     parser.add_argument("--opponent", default="optimal")
+    parser.add_argument("--concurrency", type=int, help="games in flight and batch size (default: the profile's)")
     args = parser.parse_args()
     profile = get_profile()
+    if args.concurrency:
+        profile = profile.with_settings(max_concurrent=args.concurrency)
     with start_model(profile) as llm, tempfile.TemporaryDirectory() as out_dir:
         start = time.monotonic()
         result = asyncio.run(
@@ -36,7 +40,7 @@ def main() -> None:
                 "base model",
                 args.games,
                 sampling_args=turn_sampling_args(profile),
-                max_concurrent=args.games,
+                max_concurrent=profile.max_concurrent,
                 opponents=(args.opponent,),
                 out_dir=Path(out_dir),
             )
