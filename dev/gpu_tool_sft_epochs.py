@@ -23,14 +23,15 @@ import time
 from pathlib import Path
 
 
-def train(profile, rows, base, folder: Path, epochs: float) -> tuple[str, dict]:
+def train(profile, rows, base, folder: Path, epochs: float, learning_rate: float, autocast: bool) -> tuple[str, dict]:
     from datasets import Dataset
 
     from course_lib import sft
     from course_lib.hardware import release
 
-    # float32 everywhere, as on a CPU: the lever is for the cpu profile
-    sft.mixed_precision = lambda capability, cpu_autocast: {"bf16": False, "fp16": False}
+    # float32 weights, as on a CPU (the lever is for the cpu profile); `autocast`: bf16 autocast over them, as the
+    # course trains SFT on CPUs with native bfloat16 since 2026-11-26
+    sft.mixed_precision = lambda capability, cpu_autocast: {"bf16": autocast, "fp16": False}
     sft.training_dtype = lambda capability, lora: "float32"
     trainer = sft.build_sft_trainer(
         profile,
@@ -38,7 +39,7 @@ def train(profile, rows, base, folder: Path, epochs: float) -> tuple[str, dict]:
         base,
         folder,
         num_train_epochs=epochs,
-        learning_rate=profile.env.tool_sft_learning_rate,
+        learning_rate=learning_rate,
         max_length=2048,
     )
     start = time.monotonic()
@@ -47,7 +48,14 @@ def train(profile, rows, base, folder: Path, epochs: float) -> tuple[str, dict]:
     final = sft.save_final(trainer, folder / "final", base)
     losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
     release(trainer)
-    return str(final), {"epochs": epochs, "steps": len(losses), "train_seconds": round(seconds, 1), "losses": losses}
+    return str(final), {
+        "epochs": epochs,
+        "learning_rate": learning_rate,
+        "bf16_autocast": autocast,
+        "steps": len(losses),
+        "train_seconds": round(seconds, 1),
+        "losses": losses,
+    }
 
 
 def evaluate(profile, model_path: str, env, rollouts: int, examples: int = -1) -> dict:
@@ -92,6 +100,10 @@ def main() -> None:
     parser.add_argument("--rollouts", type=int, default=10, help="per held-out question")
     parser.add_argument("--epochs", type=float, nargs="+", default=[1.0, 2.0])
     parser.add_argument(
+        "--learning-rates", type=float, nargs="+", help="one per --epochs entry (default: the profile's for each)"
+    )
+    parser.add_argument("--autocast", action="store_true", help="bf16 autocast over float32 weights (else float32)")
+    parser.add_argument(
         "--models", nargs="+", help="evaluate these checkpoints only (no training); BASE: the profile's model"
     )
     parser.add_argument("--examples", type=int, default=-1, help="held-out questions (-1: all 27)")
@@ -110,7 +122,7 @@ def main() -> None:
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else platform.processor(),
         "torch": torch.__version__,
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "rule": "keep one epoch if share_right(1 epoch) >= share_right(2 epochs) - 0.05",
+        "rule": "decided before the run: RESULTS.md",
         "runs": [],
     }
     out = Path(args.out)
@@ -141,19 +153,22 @@ def main() -> None:
     rows = tool_sft.tool_trace_rows(traces)
     result.update(training_conversations=len(rows))
     work = Path(tempfile.mkdtemp(prefix="tool_sft_epochs-"))
-    for epochs in args.epochs:
-        model_path, run = train(profile, rows, base, work / f"epochs_{epochs:g}", epochs)
+    rates = args.learning_rates or [profile.env.tool_sft_learning_rate] * len(args.epochs)
+    if len(rates) != len(args.epochs):
+        raise SystemExit(f"--learning-rates: {len(rates)} given for {len(args.epochs)} --epochs entries")
+    for number, (epochs, rate) in enumerate(zip(args.epochs, rates)):
+        model_path, run = train(profile, rows, base, work / f"run_{number}", epochs, rate, args.autocast)
         run.update(evaluate(profile, model_path, held_out_env, args.rollouts))
         result["runs"].append(run)
         out.write_text(json.dumps(result, indent=1) + "\n")
         print(
-            f"{epochs:g} epoch(s): {run['steps']} steps in {run['train_seconds']} s, "
+            f"{epochs:g} epoch(s) at lr {rate:g}: {run['steps']} steps in {run['train_seconds']} s, "
             f"final loss {run['losses'][-1]:.3f}; held out: {run['right']}/{run['rollouts']} right, "
             f"{run['tool_calls_per_rollout']} tool calls per rollout, "
             f"{run['errors']} errors, eval {run['eval_seconds']} s",
             flush=True,
         )
-    print("SUMMARY", json.dumps({r["epochs"]: [r["right"], r["rollouts"]] for r in result["runs"]}))
+    print("SUMMARY", json.dumps([[r["epochs"], r["learning_rate"], r["right"], r["rollouts"]] for r in result["runs"]]))
 
 
 if __name__ == "__main__":
