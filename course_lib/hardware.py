@@ -68,9 +68,10 @@ def mixed_precision(capability: tuple[int, int] | None, cpu_autocast: bool) -> d
     """The trainers' `bf16` and `fp16` flags. On a GPU they follow `precision`. On a CPU with native
     bfloat16, bf16 autocast where the trainer asks for it (`cpu_autocast`): the weights stay float32, so
     small updates are kept. SFT asks: 1.35x faster in notebook 08 on 2 cores, within noise of float32
-    (RESULTS.md, "bf16 autocast"). GRPO does not: a GRPO step was 1.21x faster, but its effect (fewer
-    invalid answers) was not confirmed on 600 fresh games, where an all-float32 run's was (RESULTS.md,
-    "Decided before a confirmation of bf16 GRPO on fresh games")."""
+    (RESULTS.md, "bf16 autocast"). GRPO does not: in two bf16 runs its effect (fewer invalid answers) was
+    not confirmed on 600 fresh games, where three float32 runs' was, and with each game trained at its own
+    length bf16 made forward + backward only 1.1x faster (RESULTS.md, "bf16 autocast GRPO with the
+    generation copy")."""
     dtype = precision(capability)
     cpu_bf16_autocast = capability is None and cpu_autocast and cpu_bf16()
     return {"bf16": dtype == "bfloat16" or cpu_bf16_autocast, "fp16": dtype == "float16"}
