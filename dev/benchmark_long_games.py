@@ -7,6 +7,11 @@ The games of notebook 06's base-model evaluation, where each turn's prompt adds 
 to ~900: the work that a short benchmark (`course_lib.benchmark_generation`) barely exercises. Same seed, same
 opponents' games; the model samples, so its tokens may differ between two runs. Prints seconds, the model's
 completion tokens and tokens per second (RESULTS.md, "bfloat16 attention for a prompt's tokens").
+
+`python -m course_lib.benchmark_generation --max-turns 6` plays similar games; this script differs on purpose: it
+goes through `evaluate_player` (the notebooks' path, the profile's sampling settings, an opponent of your choice),
+and it does not run `matmul_gflops()` first, a product on the main thread that slows the generation thread after it
+(RESULTS.md, "Notebooks generate ~25% slower than scripts").
 """
 
 import argparse
