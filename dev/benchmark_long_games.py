@@ -10,8 +10,8 @@ completion tokens and tokens per second (RESULTS.md, "bfloat16 attention for a p
 
 `python -m course_lib.benchmark_generation --max-turns 6` plays similar games; this script differs on purpose: it
 goes through `evaluate_player` (the notebooks' path, the profile's sampling settings, an opponent of your choice),
-and it does not run `matmul_gflops()` first, a product on the main thread that slows the generation thread after it
-(RESULTS.md, "Notebooks generate ~25% slower than scripts").
+and it runs `matmul_gflops()` first only when asked (`--matmul-first`, every notebook's condition: RESULTS.md, "Why,
+and one thread for torch").
 """
 
 import argparse
@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from course_lib.evaluation import evaluate_player, turn_sampling_args  # noqa: E402
+from course_lib.hardware import matmul_gflops  # noqa: E402
 from course_lib.profiles import get_profile  # noqa: E402
 from course_lib.serving import start_model  # noqa: E402
 
@@ -32,7 +33,12 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=64)
     parser.add_argument("--opponent", default="optimal")
     parser.add_argument("--concurrency", type=int, help="games in flight and batch size (default: the profile's)")
+    parser.add_argument(
+        "--matmul-first", action="store_true", help="a product on the main thread first, as every notebook's setup()"
+    )
     args = parser.parse_args()
+    if args.matmul_first:
+        print(f"fp32 matmul {matmul_gflops():.0f} GFLOP/s on the main thread first")
     profile = get_profile()
     if args.concurrency:
         profile = profile.with_settings(max_concurrent=args.concurrency)
