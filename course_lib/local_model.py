@@ -8,7 +8,7 @@ every request that arrives while the model is busy and answers them together:
 
     game 1 ──┐                                       ┌──> game 1 reads its answer
     game 2 ──┼─> pending ─> one left-padded batch ───┼──> game 2 ...
-    game 64 ─┘             (generate, in a thread)   └──> game 64 ...
+    game 64 ─┘             (generate, main thread)   └──> game 64 ...
 
 A prefix cache makes a batch of long games cheap: it keeps each game's attention keys and values
 between turns, so a turn costs only its new tokens. This module uses transformers' public API only
@@ -25,7 +25,6 @@ import asyncio
 import json
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
@@ -33,6 +32,8 @@ import torch
 import verifiers as vf
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, LogitsProcessorList
 from verifiers.types import Response, ResponseMessage, ResponseTokens, Usage
+
+from course_lib.offline import on_main_thread
 
 # generate_batch(list of prompt token ids, sampling) -> list of (completion ids, logprobs), where
 # sampling = {"max_tokens": int, "temperature": float, "top_p": float}
@@ -46,10 +47,6 @@ SAMPLING_KEYS = ("max_tokens", "temperature", "top_p")
 # SmolLM2, a Llama); others (e.g. LFM2's convolution states) generate without it.
 PREFIX_CACHE_MODEL_TYPES = {"llama"}
 MIN_SHARED_PREFIX = 16  # tokens a prompt must share with an earlier sequence before its KV cache is reused
-# Every batch of the process is generated on this one thread. Each thread gets its own malloc arena, so
-# batches on asyncio.to_thread's changing threads left their freed buffers scattered over several
-# arenas: a 200-game evaluation at 64 games a batch peaked at 13-16 GB instead of a few.
-GENERATION_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="generate")
 
 
 def fast_path():
@@ -225,10 +222,9 @@ class LocalModelClient(vf.Client):
             taken = {id(item) for item in batch}
             self._pending = [item for item in self._pending if id(item) not in taken]
             self.batch_sizes.append(len(batch))
-            try:  # in a thread, so the event loop (progress bars, timeouts) stays responsive
-                results = await asyncio.get_running_loop().run_in_executor(
-                    GENERATION_THREAD, self.generate_batch, [ids for ids, _, _ in batch], first_sampling
-                )
+            try:  # on the thread that trains; one thread also keeps one malloc arena (a pool of threads
+                # had left freed buffers over several: an evaluation peaked at 13-16 GB instead of a few)
+                results = await on_main_thread(self.generate_batch, [ids for ids, _, _ in batch], first_sampling)
             except Exception as error:  # e.g. out of memory: fail these requests, not the event loop
                 for _, _, future in batch:
                     if not future.done():

@@ -3,12 +3,14 @@
 `OfflineClient` is a verifiers client answered by Python (`respond`): the scripted players, the
 environment checker's fuzzer and the tests are subclasses. `run_coroutine` runs an environment's
 async code from sync code, also inside Jupyter where an event loop is already running (the play
-widget, the checker, the GRPO bridge).
+widget, the checker, the GRPO bridge); `on_main_thread` gives the main thread async code's torch work.
 """
 
 import asyncio
+import queue
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import verifiers as vf
 
@@ -67,17 +69,75 @@ def background_loop() -> asyncio.AbstractEventLoop:
     return _background_loop
 
 
+# Torch's work belongs on one thread, the main one (which trains). Under libgomp, torch's OpenMP on Linux,
+# every thread that runs parallel work keeps a pool of threads; once the pools outnumber the cores, waiting
+# threads sleep instead of spinning, and generation and training both ran 15-20% slower (RESULTS.md, "Why,
+# and one thread for torch").
+_main_thread_work: queue.SimpleQueue = queue.SimpleQueue()
+_main_thread_waits = threading.Event()  # set while the main thread waits in run_coroutine and runs the work
+_main_thread_lock = threading.Lock()
+_other_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="torch")  # when the main thread can't
+
+
+async def on_main_thread(function, *args):
+    """`function(*args)` run on the main thread: right here when this event loop is the main thread's
+    (Jupyter's top-level `await`, `asyncio.run`), which blocks the loop meanwhile; by the main thread's
+    wait when it waits in `run_coroutine`; else on one other thread."""
+    if threading.current_thread() is threading.main_thread():
+        return function(*args)
+    with _main_thread_lock:
+        main_waits = _main_thread_waits.is_set()
+        if main_waits:
+            work = Future()
+            _main_thread_work.put((work, function, args))
+    if not main_waits:
+        return await asyncio.get_running_loop().run_in_executor(_other_thread, function, *args)
+    return await asyncio.wrap_future(work)
+
+
+def _run(work: Future, function, args) -> None:
+    if not work.set_running_or_notify_cancel():
+        return
+    try:
+        work.set_result(function(*args))
+    except BaseException as error:
+        work.set_exception(error)
+        if not isinstance(error, Exception):  # an interrupt: stop the wait too
+            raise
+
+
 def run_coroutine(coroutine):
     """Run async code from sync code, also inside Jupyter where an event loop is already running.
     Every call runs on the same background loop (a GRPO step's episodes, the next step's, a check's);
-    an interrupt (Ctrl-C, Jupyter's stop button) cancels the coroutine instead of waiting for it."""
+    an interrupt (Ctrl-C, Jupyter's stop button) cancels the coroutine instead of waiting for it.
+    Called from the main thread, the wait runs the torch work the coroutine sends (`on_main_thread`)."""
     loop = background_loop()
     if threading.current_thread().name == LOOP_THREAD:
         coroutine.close()
         raise RuntimeError("run_coroutine was called from code on its own event loop: await the coroutine instead")
     future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+    main_waits = threading.current_thread() is threading.main_thread() and not _main_thread_waits.is_set()
     try:
+        if not main_waits:
+            return future.result()
+        _main_thread_waits.set()
+        future.add_done_callback(lambda _: _main_thread_work.put(None))  # wakes the wait
+        while not future.done():
+            try:
+                item = _main_thread_work.get(timeout=1)
+            except queue.Empty:
+                continue
+            if item is not None:
+                _run(*item)
         return future.result()
     except BaseException:
         future.cancel()
         raise
+    finally:
+        if main_waits:
+            with _main_thread_lock:
+                _main_thread_waits.clear()
+            while not _main_thread_work.empty():  # work queued as the coroutine ended
+                item = _main_thread_work.get()
+                if item is not None:
+                    _run(*item)

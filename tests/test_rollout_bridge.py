@@ -1,6 +1,7 @@
 """The env -> TRL bridge: token bookkeeping, masks and rewards, with a scripted 'model'."""
 
 import asyncio
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -10,7 +11,7 @@ from datasets import Dataset
 from course_lib import rollout_bridge as bridge
 from course_lib.local_model import LocalModelClient
 from course_lib.models import embedded_checkpoint
-from course_lib.offline import run_coroutine
+from course_lib.offline import on_main_thread, run_coroutine
 
 
 @pytest.fixture(scope="module")
@@ -153,3 +154,28 @@ def test_every_step_runs_on_one_event_loop_and_a_nested_call_is_told_to_await():
 
     with pytest.raises(RuntimeError, match="await the coroutine instead"):
         run_coroutine(nested())
+
+
+def test_torch_work_runs_on_the_main_thread_while_it_waits_and_elsewhere_on_one_thread():
+    """Catches: a batch generated on a second thread while the main thread trains (libgomp then throttles
+    both: RESULTS.md, "Why, and one thread for torch"), an error lost on the way, or a wait that hangs."""
+
+    def thread_name():
+        return threading.current_thread().name
+
+    async def work():
+        return await asyncio.gather(*(on_main_thread(thread_name) for _ in range(3)))
+
+    assert run_coroutine(work()) == ["MainThread"] * 3
+
+    async def failing():
+        return await on_main_thread(int, "not a number")
+
+    with pytest.raises(ValueError):
+        run_coroutine(failing())
+
+    from_another_thread = []
+    waiter = threading.Thread(target=lambda: from_another_thread.extend(run_coroutine(work())))
+    waiter.start()
+    waiter.join(timeout=30)
+    assert len(set(from_another_thread)) == 1 and from_another_thread[0] not in ("MainThread", waiter.name)
