@@ -121,14 +121,9 @@ def run_coroutine(coroutine):
         if not main_waits:
             return future.result()
         _main_thread_waits.set()
-        future.add_done_callback(lambda _: _main_thread_work.put(None))  # wakes the wait
-        while not future.done():
-            try:
-                item = _main_thread_work.get(timeout=1)
-            except queue.Empty:
-                continue
-            if item is not None:
-                _run(*item)
+        future.add_done_callback(lambda _: _main_thread_work.put(None))  # ends the wait
+        while (item := _main_thread_work.get()) is not None:
+            _run(*item)
         return future.result()
     except BaseException:
         future.cancel()

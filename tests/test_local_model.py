@@ -63,7 +63,7 @@ def test_concurrent_requests_share_batches_and_each_caller_gets_its_own_answer(t
     assert all(thread == threading.main_thread().name for _, _, thread in calls)  # torch's one thread
 
 
-def test_every_batch_of_every_client_runs_on_the_one_generation_thread(tokenizer):
+def test_every_batch_of_every_client_runs_on_one_thread(tokenizer):
     """Catches: batches spread over asyncio.to_thread's several threads, each with its own malloc
     arena, which kept the freed buffers of all of them (a 200-game evaluation peaked at 13-16 GB)."""
     calls = []
