@@ -115,12 +115,13 @@ def run_coroutine(coroutine):
     if threading.current_thread().name == LOOP_THREAD:
         coroutine.close()
         raise RuntimeError("run_coroutine was called from code on its own event loop: await the coroutine instead")
-    future = asyncio.run_coroutine_threadsafe(coroutine, loop)
     main_waits = threading.current_thread() is threading.main_thread() and not _main_thread_waits.is_set()
+    if main_waits:
+        _main_thread_waits.set()  # before the coroutine starts, so its first work comes here too
+    future = asyncio.run_coroutine_threadsafe(coroutine, loop)
     try:
         if not main_waits:
             return future.result()
-        _main_thread_waits.set()
         future.add_done_callback(lambda _: _main_thread_work.put(None))  # ends the wait
         while (item := _main_thread_work.get()) is not None:
             _run(*item)
