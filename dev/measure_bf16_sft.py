@@ -1,6 +1,7 @@
 """bf16 autocast against float32 for notebook 08's SFT on this CPU: seconds per step and loss, same steps.
 
     python dev/measure_bf16_sft.py --steps 4   # cpu profile, the shipped expert games; about 4 minutes
+    python dev/measure_bf16_sft.py --lora      # bf16 autocast, full fine-tuning against LoRA, twice each (timing only)
     python dev/measure_bf16_sft.py --whole     # after notebook 08 ran on cpu: a whole bf16 SFT run, then its
                                                # games beside the float32 model's (about 30 minutes)
 
@@ -39,13 +40,14 @@ class StepTimes(TrainerCallback):
         self.ends.append(time.perf_counter())
 
 
-def run(bf16: bool, steps: int | None, final: Path | None = None) -> dict:
-    """Train (`steps` steps, or the profile's whole run) and time each step; save to `final` if given."""
+def run(bf16: bool, steps: int | None, final: Path | None = None, lora: bool = False) -> dict:
+    """Train (`steps` steps, or the profile's whole run) and time each step; save to `final` if given.
+    `lora`: LoRA adapters (the `gpu` profile's SFT) instead of full fine-tuning."""
     times = StepTimes()
     limit = {"max_steps": steps} if steps else {}
     with tempfile.TemporaryDirectory() as out:
         trainer = build_sft_trainer(
-            PROFILES["cpu"],
+            PROFILES["cpu"].with_settings(**{"sft.use_lora": lora}),
             load_dataset(DATA_DIR),
             str(embedded_checkpoint()),
             Path(out),
@@ -59,7 +61,7 @@ def run(bf16: bool, steps: int | None, final: Path | None = None) -> dict:
             save_final(trainer, final, str(embedded_checkpoint()))
     losses = [round(row["loss"], 4) for row in trainer.state.log_history if "loss" in row]
     seconds = [round(b - a, 1) for a, b in zip(times.ends, times.ends[1:])]
-    return {"bf16_autocast": bf16, "seconds_per_step": seconds, "loss": losses}
+    return {"bf16_autocast": bf16, "lora": lora, "seconds_per_step": seconds, "loss": losses}
 
 
 def whole_run_compared():
@@ -124,10 +126,15 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--whole", action="store_true", help="a whole bf16 run and its games (see above)")
+    parser.add_argument("--lora", action="store_true", help="bf16: full fine-tuning vs LoRA, alternated twice")
     parser.add_argument("--plot", action="store_true", help="only redraw the loss curves of the last --whole run")
     args = parser.parse_args()
     if args.plot:
         plot_losses()
+    elif args.lora:
+        print(json.dumps({"matmul_gflops_fp32": round(matmul_gflops())}))
+        for lora in (False, True, False, True):
+            print(json.dumps(run(True, args.steps, lora=lora)), flush=True)
     elif args.whole:
         print(json.dumps({"matmul_gflops_fp32": round(matmul_gflops())}))
         whole_run_compared()
