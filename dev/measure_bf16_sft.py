@@ -131,14 +131,13 @@ if __name__ == "__main__":
     args = parser.parse_args()
     if args.plot:
         plot_losses()
-    elif args.lora:
-        print(json.dumps({"matmul_gflops_fp32": round(matmul_gflops())}))
+        sys.exit()
+    print(json.dumps({"matmul_gflops_fp32": round(matmul_gflops())}))
+    if args.lora:
         for lora in (False, True, False, True):
             print(json.dumps(run(True, args.steps, lora=lora)), flush=True)
     elif args.whole:
-        print(json.dumps({"matmul_gflops_fp32": round(matmul_gflops())}))
         whole_run_compared()
     else:
-        print(json.dumps({"matmul_gflops_fp32": round(matmul_gflops())}))
         for bf16 in (False, True):
             print(json.dumps(run(bf16, args.steps)), flush=True)
