@@ -55,7 +55,7 @@ def grpo_config(profile: Profile, output_dir: Path, reward_weights: list[float],
         logging_steps=1,
         save_steps=max(1, profile.grpo.max_steps // 4),
         save_total_limit=2,
-        **experiment_logging(f"grpo-{profile.name}-{Path(output_dir).name}"),
+        **experiment_logging(f"grpo-{profile.name}-{Path(output_dir).name}", overrides.pop("report_to", None)),
         seed=0,
         use_cpu=capability is None,
         # float32 on every CPU (see mixed_precision); a colocated vLLM picks float16 where bfloat16 is unsupported

@@ -257,7 +257,7 @@ def sft_config(profile: Profile, output_dir: Path, **overrides):
         max_length=MAX_LENGTH,
         logging_steps=1,
         save_strategy="no",  # minutes of training: we save the final model only
-        **experiment_logging(f"sft-{profile.name}-{Path(output_dir).name}"),
+        **experiment_logging(f"sft-{profile.name}-{Path(output_dir).name}", overrides.pop("report_to", None)),
         seed=0,
         use_cpu=capability is None,
         **mixed_precision(capability, cpu_autocast=True),  # SFTConfig's default bf16=True is emulated on a T4

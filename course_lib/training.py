@@ -12,9 +12,12 @@ from datetime import datetime
 TRACKIO_PROJECT = "llm-rl-environments"
 
 
-def experiment_logging(run_name: str) -> dict:
+def experiment_logging(run_name: str, report_to: str | None = None) -> dict:
     """TRL's logger settings: trackio where it is installed (local, no account: its dashboard is
-    `trackio show --project llm-rl-environments`), else none; COURSE_TRACKIO=0 turns it off."""
+    `trackio show --project llm-rl-environments`), else none; COURSE_TRACKIO=0 turns it off.
+    `report_to`, the caller's own choice (a dev script's "none"), is kept and nothing is printed."""
+    if report_to is not None:
+        return dict(report_to=report_to)
     if os.environ.get("COURSE_TRACKIO") == "0" or importlib.util.find_spec("trackio") is None:
         return dict(report_to="none")
     print(f"Curves also go to trackio: run `trackio show --project {TRACKIO_PROJECT}` to see them in a browser.")

@@ -319,8 +319,9 @@ def test_sft_config_fits_the_profile():
     assert all(training.lora_config(PROFILES[name].sft.use_lora) is not None for name in ("gpu", "full"))
 
 
-def test_training_logs_to_trackio_where_installed_and_not_when_switched_off(monkeypatch):
-    """Catches: the SFT or GRPO config logging to nothing although trackio is installed, or needing it."""
+def test_training_logs_to_trackio_where_installed_and_not_when_switched_off(monkeypatch, capsys):
+    """Catches: the SFT or GRPO config logging to nothing although trackio is installed, or needing it, or
+    saying its curves go to trackio when the caller turned logging off."""
     import importlib.util
 
     from course_lib import grpo
@@ -334,6 +335,13 @@ def test_training_logs_to_trackio_where_installed_and_not_when_switched_off(monk
         grpo.grpo_config(PROFILES["smoke"], "/tmp/unused", [1.0]),
     ):
         assert config.report_to == ["trackio"] and config.run_name.startswith(("sft-smoke-unused", "grpo-smoke-unused"))
+    capsys.readouterr()
+    for config in (  # a caller's own choice (dev scripts pass "none") wins, and no trackio line is printed
+        sft.sft_config(PROFILES["smoke"], "/tmp/unused", report_to="none"),
+        grpo.grpo_config(PROFILES["smoke"], "/tmp/unused", [1.0], report_to="none"),
+    ):
+        assert config.report_to == []
+    assert "trackio" not in capsys.readouterr().out
     monkeypatch.setenv("COURSE_TRACKIO", "0")
     assert training.experiment_logging("x") == {"report_to": "none"}
     monkeypatch.delenv("COURSE_TRACKIO")
