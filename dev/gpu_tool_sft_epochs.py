@@ -4,6 +4,8 @@
     COURSE_PROFILE=cpu python3 dev/gpu_tool_sft_epochs.py --out t.json --models BASE CKPT --examples 20 --rollouts 3
                                                   # no training: time notebook 08's evaluations of these checkpoints
     COURSE_PROFILE=smoke python3 dev/gpu_tool_sft_epochs.py --out /tmp/t.json  # any CPU, smoke budgets
+    COURSE_PROFILE=cpu python3 dev/gpu_tool_sft_epochs.py --out t.json --epochs 2 --learning-rates 2e-4 --autocast \
+        --lora --examples 20 --rollouts 3          # on a CPU: notebook 08's tool SFT as LoRA, and its evaluation
 
 Notebook 08's recipe with the `cpu` profile's budgets (the scripted expert's conversations on the training
 questions, `sft.build_sft_trainer`, the profile's learning rate, max_length 2048), trained in float32 as on a CPU
@@ -103,6 +105,7 @@ def main() -> None:
         "--learning-rates", type=float, nargs="+", help="one per --epochs entry (default: the profile's for each)"
     )
     parser.add_argument("--autocast", action="store_true", help="bf16 autocast over float32 weights (else float32)")
+    parser.add_argument("--lora", action="store_true", help="LoRA adapters (the gpu profile's SFT) instead of full")
     parser.add_argument(
         "--models", nargs="+", help="evaluate these checkpoints only (no training); BASE: the profile's model"
     )
@@ -116,7 +119,7 @@ def main() -> None:
     from course_lib.models import resolve_model
     from course_lib.profiles import get_profile
 
-    profile = get_profile()
+    profile = get_profile().with_settings(**{"sft.use_lora": args.lora})
     result = {
         "profile": profile.name,
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else platform.processor(),
@@ -158,7 +161,7 @@ def main() -> None:
         raise SystemExit(f"--learning-rates: {len(rates)} given for {len(args.epochs)} --epochs entries")
     for number, (epochs, rate) in enumerate(zip(args.epochs, rates)):
         model_path, run = train(profile, rows, base, work / f"run_{number}", epochs, rate, args.autocast)
-        run.update(evaluate(profile, model_path, held_out_env, args.rollouts))
+        run.update(evaluate(profile, model_path, held_out_env, args.rollouts, args.examples), lora=args.lora)
         result["runs"].append(run)
         out.write_text(json.dumps(result, indent=1) + "\n")
         print(
