@@ -2,6 +2,7 @@
 
     python dev/measure_bf16_sft.py --steps 4   # cpu profile, the shipped expert games; about 4 minutes
     python dev/measure_bf16_sft.py --lora      # bf16 autocast, full fine-tuning against LoRA, twice each (timing only)
+    python dev/measure_bf16_sft.py --micro-batches 2 8 4 2 8 --steps 5   # bf16 autocast, conversations per pass
     python dev/measure_bf16_sft.py --whole     # after notebook 08 ran on cpu: a whole bf16 SFT run, then its
                                                # games beside the float32 model's (about 30 minutes)
 
@@ -40,14 +41,17 @@ class StepTimes(TrainerCallback):
         self.ends.append(time.perf_counter())
 
 
-def run(bf16: bool, steps: int | None, final: Path | None = None, lora: bool = False) -> dict:
+def run(bf16: bool, steps: int | None, final: Path | None = None, lora: bool = False, micro_batch: int = 0) -> dict:
     """Train (`steps` steps, or the profile's whole run) and time each step; save to `final` if given.
-    `lora`: LoRA adapters (the `gpu` profile's SFT) instead of full fine-tuning."""
+    `lora`: LoRA adapters (the `gpu` profile's SFT) instead of full fine-tuning; `micro_batch`: conversations per
+    forward/backward pass (0: the profile's), the optimizer step's batch unchanged."""
     times = StepTimes()
     limit = {"max_steps": steps} if steps else {}
     with tempfile.TemporaryDirectory() as out:
         trainer = build_sft_trainer(
-            PROFILES["cpu"].with_settings(**{"sft.use_lora": lora}),
+            PROFILES["cpu"].with_settings(
+                **{"sft.use_lora": lora, "sft.micro_batch_size": micro_batch or PROFILES["cpu"].sft.micro_batch_size}
+            ),
             load_dataset(DATA_DIR),
             str(embedded_checkpoint()),
             Path(out),
@@ -61,7 +65,8 @@ def run(bf16: bool, steps: int | None, final: Path | None = None, lora: bool = F
             save_final(trainer, final, str(embedded_checkpoint()))
     losses = [round(row["loss"], 4) for row in trainer.state.log_history if "loss" in row]
     seconds = [round(b - a, 1) for a, b in zip(times.ends, times.ends[1:])]
-    return {"bf16_autocast": bf16, "lora": lora, "seconds_per_step": seconds, "loss": losses}
+    settings = {"bf16_autocast": bf16, "lora": lora, "micro_batch": micro_batch}
+    return {**settings, "seconds_per_step": seconds, "loss": losses}
 
 
 def whole_run_compared():
@@ -128,12 +133,16 @@ if __name__ == "__main__":
     parser.add_argument("--whole", action="store_true", help="a whole bf16 run and its games (see above)")
     parser.add_argument("--lora", action="store_true", help="bf16: full fine-tuning vs LoRA, alternated twice")
     parser.add_argument("--plot", action="store_true", help="only redraw the loss curves of the last --whole run")
+    parser.add_argument("--micro-batches", type=int, nargs="+", help="bf16: one run per micro-batch size, in order")
     args = parser.parse_args()
     if args.plot:
         plot_losses()
         sys.exit()
     print(json.dumps({"matmul_gflops_fp32": round(matmul_gflops())}))
-    if args.lora:
+    if args.micro_batches:
+        for micro_batch in args.micro_batches:
+            print(json.dumps(run(True, args.steps, micro_batch=micro_batch)), flush=True)
+    elif args.lora:
         for lora in (False, True, False, True):
             print(json.dumps(run(True, args.steps, lora=lora)), flush=True)
     elif args.whole:
