@@ -41,17 +41,21 @@ class StepTimes(TrainerCallback):
         self.ends.append(time.perf_counter())
 
 
-def run(bf16: bool, steps: int | None, final: Path | None = None, lora: bool = False, micro_batch: int = 0) -> dict:
+def run(
+    bf16: bool,
+    steps: int | None,
+    final: Path | None = None,
+    lora: bool = False,
+    micro_batch: int = PROFILES["cpu"].sft.micro_batch_size,
+) -> dict:
     """Train (`steps` steps, or the profile's whole run) and time each step; save to `final` if given.
     `lora`: LoRA adapters (the `gpu` profile's SFT) instead of full fine-tuning; `micro_batch`: conversations per
-    forward/backward pass (0: the profile's), the optimizer step's batch unchanged."""
+    forward/backward pass, the optimizer step's batch unchanged."""
     times = StepTimes()
     limit = {"max_steps": steps} if steps else {}
     with tempfile.TemporaryDirectory() as out:
         trainer = build_sft_trainer(
-            PROFILES["cpu"].with_settings(
-                **{"sft.use_lora": lora, "sft.micro_batch_size": micro_batch or PROFILES["cpu"].sft.micro_batch_size}
-            ),
+            PROFILES["cpu"].with_settings(**{"sft.use_lora": lora, "sft.micro_batch_size": micro_batch}),
             load_dataset(DATA_DIR),
             str(embedded_checkpoint()),
             Path(out),
