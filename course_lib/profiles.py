@@ -158,11 +158,12 @@ _BASE = Profile(
         tool_sft_epochs=2.0,  # 1 epoch: 16/270 held-out answers right against 90/270 (RESULTS, "One epoch of tool SFT")
         tool_sft_learning_rate=1e-4,
     ),
-    # 100 games per opponent: intervals about +-10 points, 8 minutes per trained model on 2 cores
-    # 56 tokens per turn: the expert's answers, which SFT teaches, are at most 54 tokens
-    eval=EvalBudget(games=100, max_tokens_per_turn=56),
+    # 64 games per opponent, one batch each: intervals about +-12 points, 3 minutes per model on 2 cores
+    # (100 took 5 minutes: issue 34's 90-minute course); 56 tokens per turn: the expert's answers are at most 54
+    eval=EvalBudget(games=64, max_tokens_per_turn=56),
     api=ApiBudget(max_tokens_per_turn=4096, max_concurrent=8),
-    sft=SFTBudget(num_games=300, epochs=2.0, learning_rate=5e-5, batch_size=8, micro_batch_size=2, use_lora=False),
+    # one conversation per pass: no padding, 1.09-1.18x a step against 2, same losses (RESULTS.md)
+    sft=SFTBudget(num_games=300, epochs=2.0, learning_rate=5e-5, batch_size=8, micro_batch_size=1, use_lora=False),
     # The sweep run sweeps.CPU_RECIPE_RUN (data/grpo_sweep_cpu/): 5 steps of 8 prompts x 8 games
     # (44 min on 2 cores), LoRA, opponents 0-50% random; it ran micro-batches of 2 games: 1 is the same
     # sum, faster once each game is trained at its own length (RESULTS.md), and needs the least memory
@@ -180,8 +181,8 @@ _BASE = Profile(
         use_lora=True,
         vllm_mode="",
     ),
-    # one step each way: the mechanics (token masks, tool calls, step time) show in one; 3 steps took 13.8 min
-    factory=FactoryBudget(steps=1, prompts_per_step=2, num_generations=4, max_completion_length=256),
+    # one step of one group each way: the mechanics (token masks, tool calls, step time) show in one; 3 steps took 13.8 min
+    factory=FactoryBudget(steps=1, prompts_per_step=1, num_generations=4, max_completion_length=256),
 )
 
 PROFILES = {

@@ -360,8 +360,11 @@ def test_the_cpu_profile_trains_with_the_settings_of_its_recorded_run():
     recorded = runs.loc[CPU_RECIPE_RUN, "settings"].split()
     assert with_settings(cpu, [*recorded, f"grpo.micro_batch_size={cpu.grpo.micro_batch_size}"]) == cpu
     # what the sweep's runs did not set: the cpu profile's values when they ran (data/grpo_sweep_cpu/README.md)
-    unset = (cpu.grpo.temperature, cpu.grpo.max_tokens_per_turn, cpu.grpo.max_episode_tokens, cpu.eval.games)
-    assert unset == (1.0, 56, 352, 100)
+    unset = (cpu.grpo.temperature, cpu.grpo.max_tokens_per_turn, cpu.grpo.max_episode_tokens)
+    assert unset == (1.0, 56, 352)
+    # the sweep played 100 games per opponent (--evaluate 100); the profile plays 64 since issue 34
+    played = pd.read_csv(RECORDED_SWEEP / CPU_RECIPE_RUN / "eval_games.csv").groupby(["player", "opponent"]).size()
+    assert set(played) == {100}
 
 
 def test_the_notebook_progress_bar_survives_a_run_stopped_early(tmp_path):
