@@ -181,7 +181,7 @@ _BASE = Profile(
         use_lora=True,
         vllm_mode="",
     ),
-    # one step of one group each way: the mechanics (token masks, tool calls, step time) show in one; 3 steps took 13.8 min
+    # one step of one group each way: the mechanics (token masks, tool calls, step time) show; 3 steps took 13.8 min
     factory=FactoryBudget(steps=1, prompts_per_step=1, num_generations=4, max_completion_length=256),
 )
 
