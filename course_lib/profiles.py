@@ -158,8 +158,8 @@ _BASE = Profile(
         tool_sft_epochs=2.0,  # 1 epoch: 16/270 held-out answers right against 90/270 (RESULTS, "One epoch of tool SFT")
         tool_sft_learning_rate=1e-4,
     ),
-    # 64 games per opponent, one batch each: intervals about +-12 points, 3 minutes per model on 2 cores
-    # (100 took 5 minutes: issue 34's 90-minute course); 56 tokens per turn: the expert's answers are at most 54
+    # 64 games per opponent, one batch each: intervals about +-12 points, 3-4.5 minutes per model on 2 cores
+    # (100 took 5-8); 56 tokens per turn: the expert's answers, which SFT teaches, are at most 54 tokens
     eval=EvalBudget(games=64, max_tokens_per_turn=56),
     api=ApiBudget(max_tokens_per_turn=4096, max_concurrent=8),
     # one conversation per pass: no padding, 1.09-1.18x a step against 2, same losses (RESULTS.md)

@@ -362,7 +362,7 @@ def test_the_cpu_profile_trains_with_the_settings_of_its_recorded_run():
     # what the sweep's runs did not set: the cpu profile's values when they ran (data/grpo_sweep_cpu/README.md)
     unset = (cpu.grpo.temperature, cpu.grpo.max_tokens_per_turn, cpu.grpo.max_episode_tokens)
     assert unset == (1.0, 56, 352)
-    # the sweep played 100 games per opponent (--evaluate 100); the profile plays 64 since issue 34
+    # the sweep played 100 games per opponent (--evaluate 100); the profile plays 64 since 2026-11-27
     played = pd.read_csv(RECORDED_SWEEP / CPU_RECIPE_RUN / "eval_games.csv").groupby(["player", "opponent"]).size()
     assert set(played) == {100}
 
