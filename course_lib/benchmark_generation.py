@@ -16,6 +16,7 @@ every generated token costs about 2 x parameters FLOPs.
 
 import argparse
 import asyncio
+import os
 import time
 
 from course_lib.hardware import matmul_gflops
@@ -83,20 +84,15 @@ def benchmark_from_command_line(argv=None):
     )
     args = parser.parse_args(argv)
 
-    import os
-
     import pandas as pd
     import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     from course_lib.models import embedded_checkpoint
 
     model_path = args.model or str(embedded_checkpoint())
     gflops = matmul_gflops()
-    from transformers import AutoConfig
-
     config = AutoConfig.from_pretrained(model_path)
-    from transformers import AutoModelForCausalLM
-
     with torch.device("meta"):
         params = sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())
     print(

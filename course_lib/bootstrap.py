@@ -41,8 +41,7 @@ MARKER = ROOT / "outputs" / ".colab-install-done"
 def setup() -> None:
     if "google.colab" in sys.modules:
         make_importable()
-        replaced = install_once()
-        if replaced:
+        if replaced := install_once():
             print(
                 f"The install replaced packages this runtime had already imported ({', '.join(replaced)}), "
                 "so the runtime restarts now. When it is back, run the notebook again from the top "

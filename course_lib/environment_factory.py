@@ -6,6 +6,7 @@ trainer built like `grpo.build_grpo_trainer` (same model loading, LoRA and GRPO 
 functions, and a recorder of the token ids and loss mask each trainer generated last.
 """
 
+from itertools import groupby
 from pathlib import Path
 
 from course_lib.grpo import GRPOTrainerWithoutUnusedPadding, grpo_config
@@ -82,18 +83,8 @@ def record_last_batch(trainer) -> dict:
 
 def masked_text(tokenizer, completion_ids: list[int], mask: list[int]) -> str:
     """An episode's completion as text, the tokens kept out of the loss (mask 0) inside [[ ]]."""
-    pieces, run, run_mask = [], [], None
-    for token, kept in zip(completion_ids, mask):
-        if run and kept != run_mask:
-            pieces.append(_piece(tokenizer, run, run_mask))
-            run = []
-        run.append(token)
-        run_mask = kept
-    if run:
-        pieces.append(_piece(tokenizer, run, run_mask))
+    pieces = []
+    for kept, run in groupby(zip(completion_ids, mask), key=lambda pair: pair[1]):
+        text = tokenizer.decode([token for token, _ in run])
+        pieces.append(text if kept else f"[[{text}]]")
     return "".join(pieces)
-
-
-def _piece(tokenizer, ids: list[int], kept: int) -> str:
-    text = tokenizer.decode(ids)
-    return text if kept else f"[[{text}]]"

@@ -52,9 +52,9 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
     return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
 
 
-def turn_sampling_args(profile, **overrides) -> dict:
+def turn_sampling_args(profile) -> dict:
     """Sampling for one model turn: the profile's token budget per turn (temperature: the server's default)."""
-    return {"max_tokens": profile.eval.max_tokens_per_turn, **overrides}
+    return {"max_tokens": profile.eval.max_tokens_per_turn}
 
 
 # --- Games ---------------------------------------------------------------------------------
@@ -226,14 +226,6 @@ class EvalResult:
             transcripts=[path for r in results for path in r.transcripts],
         )
 
-    def renamed(self, player: str) -> "EvalResult":
-        """The same result under another player name (e.g. the base model as "before SFT")."""
-        return EvalResult(
-            summary=self.summary.assign(player=player),
-            games=self.games.assign(player=player),
-            transcripts=self.transcripts,
-        )
-
 
 async def evaluate_player(
     client: vf.Client,
@@ -273,15 +265,8 @@ async def evaluate_player(
     for opponent, outputs in await asyncio.gather(*(play(opponent) for opponent in opponents)):
         all_rows += game_rows(outputs, player, opponent)
         if out_dir is not None:
-            paths.append(
-                save_transcripts(
-                    outputs,
-                    Path(out_dir) / f"transcripts_{player}_{opponent}.jsonl",
-                    player=player,
-                    opponent=opponent,
-                    seed=seed,
-                )
-            )
+            path = Path(out_dir) / f"transcripts_{player}_{opponent}.jsonl"
+            paths.append(save_transcripts(outputs, path, player=player, opponent=opponent, seed=seed))
     table = pd.DataFrame(all_rows)
     summary = summarize(table)
     summary["seed"], summary["max_turns"] = seed, max_turns
@@ -457,24 +442,10 @@ def plot_wdl(summary: pd.DataFrame, title: str, best_win_vs_random: float | None
             left += rows[result].fillna(0)
         # Whiskers above (win) and below (loss) the bar's middle, where the percentages are written.
         y = pd.Series(range(len(players)), index=players, dtype=float)
-        ax.errorbar(
-            rows["win"],
-            y - 0.25,
-            xerr=[rows["win"] - rows["win_lo"], rows["win_hi"] - rows["win"]],
-            fmt="none",
-            ecolor="black",
-            capsize=2,
-            lw=1,
-        )
-        ax.errorbar(
-            1 - rows["loss"],
-            y + 0.25,
-            xerr=[rows["loss_hi"] - rows["loss"], rows["loss"] - rows["loss_lo"]],
-            fmt="none",
-            ecolor="black",
-            capsize=2,
-            lw=1,
-        )
+        whisker = {"fmt": "none", "ecolor": "black", "capsize": 2, "lw": 1}
+        ax.errorbar(rows["win"], y - 0.25, xerr=[rows["win"] - rows["win_lo"], rows["win_hi"] - rows["win"]], **whisker)
+        loss_xerr = [rows["loss_hi"] - rows["loss"], rows["loss"] - rows["loss_lo"]]
+        ax.errorbar(1 - rows["loss"], y + 0.25, xerr=loss_xerr, **whisker)
         for i, n in enumerate(rows["games"]):
             ax.text(1.02, i, "" if pd.isna(n) else f"N={int(n)}", va="center", fontsize=8)
         if opponent == "random" and best_win_vs_random is not None:

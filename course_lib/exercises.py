@@ -33,10 +33,6 @@ from course_lib.evaluation import wilson_interval
 from course_lib.profiles import PROFILES
 
 
-def _ok(text: str) -> None:
-    print(f"Correct: {text}")
-
-
 def check_format_reward(reward_with_format) -> str:
     """01: 1.0 for 391 inside <answer></answer>, 0.2 for anything else inside the tags, 0.0 without them."""
     cases = {
@@ -135,7 +131,7 @@ def check_games_needed(games_needed) -> None:
             f"games_needed = {games_needed!r}: that interval is {shown}, or a smaller even n already has "
             "hi - lo < 0.20. Loop over even n with wilson_interval(n // 2, n) and stop at the first under 0.20."
         )
-    _ok(f"{needed} games per opponent; the cpu profile plays {PROFILES['cpu'].eval.games}.")
+    print(f"Correct: {needed} games per opponent; the cpu profile plays {PROFILES['cpu'].eval.games}.")
 
 
 # ---------------------------------------------------------------- workshop exercises (notebook 02)
@@ -481,6 +477,8 @@ def _double_check():
 def check_double_check_env(env_class) -> str:
     """03, part 1: setup_state puts first_answer in the state, env_response stores the first answer and
     asks "Are you sure?" (and changes nothing after the end), @vf.stop answered_twice ends the rollout."""
+    import verifiers as vf
+
     from course_lib.offline import run_coroutine
     from course_lib.workshop import Scripted
 
@@ -526,7 +524,7 @@ def check_double_check_env(env_class) -> str:
                 f"{state['first_answer']!r}; expected {right!r} (self.parser.parse_answer(messages))."
             )
         before = {k: repr(v) for k, v in state.items() if k not in ("client", "timing", "trajectory")}
-        late = [*state["prompt"], *state["completion"], vf_assistant("\\boxed{12345}")]
+        late = [*state["prompt"], *state["completion"], vf.AssistantMessage(content="\\boxed{12345}")]
         try:
             await env.env_response(late, state)
         except Exception:
@@ -589,12 +587,6 @@ def check_triple_check_env(env_class) -> str:
     if state["stop_condition"] == "answered_twice":
         raise ExerciseError("TripleCheckEnv: the rollout stopped by answered_twice; add your own @vf.stop.")
     return f"TripleCheckEnv: three answers; follow-ups {asked}; stopped by {state['stop_condition']}."
-
-
-def vf_assistant(text: str):
-    import verifiers as vf
-
-    return vf.AssistantMessage(content=text)
 
 
 def check_final_answer(final_answer) -> str:

@@ -88,11 +88,6 @@ def check_winner(winner) -> str:
 # ---------------------------------------------------------------- part 2: the move parser
 
 
-def _reference_parse(text: str):
-    contents = _ttt().tag_contents(text, "move")
-    return contents[-1].strip() if contents else None
-
-
 PARSE_CASES = [  # reply, what the case is
     ("<move>4</move>", "a plain move"),
     ("<think>The centre lies on four lines.</think>\n<move> 4 </move>", "a think block and spaces in the tag"),
@@ -109,8 +104,9 @@ PARSE_CASES = [  # reply, what the case is
 
 def check_parse_move(parse_move) -> str:
     """05, part 2: the last complete <move>...</move> block, stripped, or None; linear time."""
+    parser = _ttt().MoveParser()
     for reply, what in PARSE_CASES:
-        got, expected = _call(parse_move, reply), _reference_parse(reply)
+        got, expected = _call(parse_move, reply), parser.parse(reply, last=True).move
         if got != expected:
             raise ExerciseError(f"parse_move: for {what}, {reply!r}, you returned {got!r}; expected {expected!r}.")
     check_fast_on_unclosed_tags(
@@ -180,19 +176,13 @@ def check_judge(judge) -> str:
 # ---------------------------------------------------------------- part 4: the opponent
 
 
-def _reference_reply(board, prob: float, seed: int) -> int:
-    from tictactoe.game import opponent_move
-
-    return opponent_move(board, "O", prob, _ttt().opponent_rng(seed, board))
-
-
 OPPONENT_BOARDS = ["X...O....", "....X....", ".........", "X.O.X....", "XO..X...O", "XOX.O.X.."]
 
 
 def check_opponent_reply(opponent_reply) -> str:
     """05, part 4: O's move, random with probability random_move_prob, else a uniformly chosen optimal
     move, with dice random.Random(f"{game_seed}:{board}") drawn in the reference's order."""
-    from tictactoe.game import best_moves, legal_moves
+    from tictactoe.game import best_moves, legal_moves, opponent_move
 
     centre = _board("....X....")
     for prob in (0.0, 0.5, 1.0):
@@ -233,10 +223,8 @@ def check_opponent_reply(opponent_reply) -> str:
     for text in OPPONENT_BOARDS:
         for prob in (0.0, 0.3, 0.7, 1.0):
             for seed in (0, 7, 123456789):
-                got, expected = (
-                    _call(opponent_reply, _board(text), prob, seed),
-                    _reference_reply(_board(text), prob, seed),
-                )
+                got = _call(opponent_reply, _board(text), prob, seed)
+                expected = opponent_move(_board(text), "O", prob, _ttt().opponent_rng(seed, _board(text)))
                 if got != expected:
                     raise ExerciseError(
                         f"opponent_reply(board {text!r}, random_move_prob={prob}, game_seed={seed}) played {got}; the "
@@ -258,23 +246,16 @@ GAME_ARGS = [  # keyword arguments of make_games / the reference's make_rows
 ]
 
 
-def _call_text(args: dict) -> str:
-    return "make_games(" + ", ".join(f"{k}={v!r}" for k, v in args.items()) + ")"
-
-
 def check_make_games(make_games) -> str:
     """05, part 5: the dataset rows, the same as the reference's make_rows for the same arguments."""
     make_rows = _ttt().make_rows
     for args in GAME_ARGS:
-        call = _call_text(args)
+        call = "make_games(" + ", ".join(f"{k}={v!r}" for k, v in args.items()) + ")"
         rows, expected = _call(make_games, **args), make_rows(**args)
         if not isinstance(rows, list) or len(rows) != len(expected):
             raise ExerciseError(f"{call} returned {_short(rows)}; expected a list of {len(expected)} rows.")
-        groups, low, high = (
-            args.get("num_groups", 10),
-            args.get("min_random_move_prob", 0.0),
-            args.get("max_random_move_prob", 1.0),
-        )
+        groups = args.get("num_groups", 10)
+        low, high = args.get("min_random_move_prob", 0.0), args.get("max_random_move_prob", 1.0)
         for i, (row, want) in enumerate(zip(rows, expected)):
             if not isinstance(row, dict) or set(row) != set(want) or set(row.get("info") or {}) != set(want["info"]):
                 raise ExerciseError(
@@ -426,12 +407,6 @@ def check_penalty_threshold(answer) -> None:
 # ---------------------------------------------------------------- part 7: the environment class
 
 
-def _rows(num: int, seed: int = 5):
-    from datasets import Dataset
-
-    return Dataset.from_list(_ttt().make_rows(num, seed=seed, split="eval"))
-
-
 SCRIPTS = {  # fixed replies, one per turn, whatever the board: legal, taken, malformed and missing moves
     "centre, then corners": ["<move>4</move>", "<move>0</move>", "<move>8</move>", "<move>2</move>", "<move>6</move>"],
     "sloppy": ["I play 4", "<move>4</move>", "<move>4</move>", "<move>09</move>", "<think>x</think><move>1</move>"]
@@ -457,19 +432,11 @@ async def _play(env, row, make_player):
     return state
 
 
-def _said(state) -> list[str]:
+def _texts(state, role: str) -> list[str]:
+    """The texts of the completion's messages of `role`: "user" (what the environment said) or "assistant"."""
     from tictactoe import message_text
 
-    return [
-        message_text(m) for m in state["completion"] if (m.get("role") if isinstance(m, dict) else m.role) == "user"
-    ]
-
-
-def _replies(state) -> list[str]:
-    from tictactoe import message_text
-
-    role = lambda m: m.get("role") if isinstance(m, dict) else m.role  # noqa: E731
-    return [message_text(m) for m in state["completion"] if role(m) == "assistant"]
+    return [message_text(m) for m in state["completion"] if (m.get("role") if isinstance(m, dict) else m.role) == role]
 
 
 def check_tictactoe_env(env_class) -> str:
@@ -486,10 +453,12 @@ def check_tictactoe_env(env_class) -> str:
 
 
 def _check_tictactoe_env(env_class) -> str:
+    from datasets import Dataset
+
     from course_lib.offline import run_coroutine
 
     ttt = _ttt()
-    rows = _rows(6)
+    rows = Dataset.from_list(ttt.make_rows(6, seed=5, split="eval"))
     settings = dict(
         eval_dataset=rows, system_prompt=ttt.SYSTEM_PROMPT, parser=ttt.MoveParser(), max_turns=ttt.MAX_TURNS
     )
@@ -498,19 +467,12 @@ def _check_tictactoe_env(env_class) -> str:
     rows = reference.get_eval_dataset()  # the rows with their prompts, as verifiers formats them
     row = next(r for r in rows if not r["info"]["model_starts"])
 
-    def fresh(which):
-        return run_coroutine(which.setup_state({"info": dict(row["info"])}))
-
     def setup_state(state):
         return run_coroutine(env.setup_state(state))
 
-    mine, theirs = _call(setup_state, {"info": dict(row["info"])}), fresh(reference)
-    for key in ["board", "model_starts", "random_move_prob", "game_seed", "moves", "model_turns"] + [
-        "well_formed_turns",
-        "invalid_moves",
-        "winner",
-        "game_over",
-    ]:
+    mine = _call(setup_state, {"info": dict(row["info"])})
+    theirs = run_coroutine(reference.setup_state({"info": dict(row["info"])}))
+    for key in ["board", "model_starts", "random_move_prob", "game_seed", *GAME_KEYS[1:]]:  # GAME_KEYS[0]: board
         if not isinstance(mine, dict) or key not in mine or mine[key] != theirs[key]:
             got = mine.get(key, "no such key") if isinstance(mine, dict) else mine
             raise ExerciseError(
@@ -528,18 +490,18 @@ def _check_tictactoe_env(env_class) -> str:
                 raise ExerciseError(
                     f"play_turn: in {game}, against the player '{name}', your environment failed: {got['error']}."
                 )
-            replies = _replies(expected)
-            for turn, (said, want) in enumerate(zip(_said(got), _said(expected))):
+            replies, heard, wanted = _texts(expected, "assistant"), _texts(got, "user"), _texts(expected, "user")
+            for turn, (said, want) in enumerate(zip(heard, wanted)):
                 if said != want:
                     raise ExerciseError(
                         f"play_turn: in {game}, after the replies {_short(replies[: turn + 1], 120)}, your environment "
                         f"said {_short(said, 120)}; the reference said {_short(want, 120)}."
                     )
-            if len(_said(got)) != len(_said(expected)) or got["stop_condition"] != expected["stop_condition"]:
+            if len(heard) != len(wanted) or got["stop_condition"] != expected["stop_condition"]:
                 raise ExerciseError(
                     f"max_turns_reached: in {game}, against '{name}', your game stopped by {got['stop_condition']!r} "
-                    f"with {got.get('model_turns')} of {len(_replies(got))} answers judged; the reference by "
-                    f"{expected['stop_condition']!r} with {expected['model_turns']} of {len(replies)} (return True "
+                    f"with {got.get('model_turns')} of {len(_texts(got, 'assistant'))} answers judged; the reference "
+                    f"by {expected['stop_condition']!r} with {expected['model_turns']} of {len(replies)} (return True "
                     "once state['model_turns'] >= self.max_turns: verifiers' own counts answers not yet judged)."
                 )
             for key in GAME_KEYS:

@@ -100,14 +100,8 @@ def check_read_section(read_section) -> str:
             )
     _documented(read_section)
     _error_naming(read_section, ("honeybees", "colony"), "an unknown page", "search_pages", "names search_pages")
-    ids = [s["section_id"] for s in wiki.load_pages()["honeybee"]["sections"]]
-    _error_naming(
-        read_section,
-        ("honeybee", "queen"),
-        "an unknown section",
-        ", ".join(ids),
-        f"lists the sections: {', '.join(ids)}",
-    )
+    ids = ", ".join(s["section_id"] for s in wiki.load_pages()["honeybee"]["sections"])
+    _error_naming(read_section, ("honeybee", "queen"), "an unknown section", ids, f"lists the sections: {ids}")
     return "read_section returns the text, and a wrong page or section gets an error that says what to do next."
 
 

@@ -333,6 +333,5 @@ def step_split(stats: dict):
             "optimizer": steps.optimizer_seconds,
         }
     )
-    split.index = range(1, len(split) + 1)
-    split.index.name = "step"
+    split.index = pd.RangeIndex(1, len(split) + 1, name="step")
     return split.round(1)

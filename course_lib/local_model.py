@@ -33,7 +33,8 @@ import verifiers as vf
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, LogitsProcessorList
 from verifiers.types import Response, ResponseMessage, ResponseTokens, Usage
 
-from course_lib.offline import on_main_thread
+from course_lib.offline import OfflineClient, on_main_thread
+from course_lib.tool_sft import openai_tool
 
 # generate_batch(list of prompt token ids, sampling) -> list of (completion ids, logprobs), where
 # sampling = {"max_tokens": int, "temperature": float, "top_p": float}
@@ -57,10 +58,10 @@ def fast_path():
 
 
 def generation_attention() -> str:
-    """The attention to load a CPU model with that will generate padded batches while it trains (TRL's
-    `environment_factory` generates with the policy): the fast path's grouped-query attention when it is
-    on (the same numbers as "sdpa", without copying the cached keys and values once per query head),
-    stock "sdpa" otherwise."""
+    """The attention to load a CPU model with that will generate padded batches (`LocalModel`; a policy that
+    generates while it trains, as with TRL's `environment_factory`): the fast path's grouped-query attention
+    when it is on (the same numbers as "sdpa", without copying the cached keys and values once per query
+    head), stock "sdpa" otherwise."""
     fast = fast_path()
     return fast.register_grouped_query_sdpa() if fast is not None else "sdpa"
 
@@ -90,11 +91,12 @@ def chat_message(message) -> dict:
     return native
 
 
-class LocalModelClient(vf.Client):
-    """A verifiers client that generates with a local batch function and records token ids."""
+class LocalModelClient(OfflineClient):
+    """A verifiers client that generates with a local batch function and records token ids (no API
+    behind it either: responses are already verifiers' own, as `OfflineClient`'s)."""
 
     def __init__(self, tokenizer, generate_batch: GenerateBatch, sampling: dict, max_batch_size: int = 64):
-        super().__init__(None)
+        super().__init__()
         self.tokenizer = tokenizer
         self.generate_batch = generate_batch
         self.sampling = sampling  # defaults; a request's own max_tokens / temperature / top_p win
@@ -234,21 +236,10 @@ class LocalModelClient(vf.Client):
                 if not future.done():  # its episode may have been cancelled meanwhile
                     future.set_result(result)
 
-    async def from_native_response(self, response):
-        return response
-
-    async def raise_from_native_response(self, response):
-        return None
-
-    def setup_client(self, config):
-        return None
-
     async def to_native_tool(self, tool):
-        """Tools go to the chat template as OpenAI-style function schemas."""
-        return {
-            "type": "function",
-            "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
-        }
+        """Tools go to the chat template as the OpenAI `tools` entries a server receives (`strict` included),
+        the text tool SFT trains on."""
+        return openai_tool(tool)
 
     async def close(self):
         self.conversations.clear()
@@ -290,12 +281,17 @@ def sample_batch(
     capacity = width_done + width_rest + sampling["max_tokens"]
     past = (make_cache or dynamic_cache)(model, capacity, cached, width_done)
     del cached  # the batch's buffers hold a copy now: free the caches before generating
+    if make_sampler is None:  # transformers' own sampling
+        drawing = {"do_sample": True, "temperature": sampling["temperature"], "top_p": sampling["top_p"]}
+    else:  # a sampler that draws each token itself: greedy decoding takes it
+        sampler = LogitsProcessorList([make_sampler(sampling["temperature"], sampling["top_p"])])
+        drawing = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None, "logits_processor": sampler}
     with torch.inference_mode():
         out = model.generate(
             input_ids=torch.tensor(input_ids, device=model.device),
             attention_mask=torch.tensor(attention_mask, device=model.device),
             past_key_values=past,
-            **(stock_sampling(sampling) if make_sampler is None else own_sampling(make_sampler, sampling)),
+            **drawing,
             max_new_tokens=sampling["max_tokens"],
             eos_token_id=tokenizer.eos_token_id,
             pad_token_id=pad,
@@ -329,23 +325,6 @@ def sample_batch(
             )
         )
     return results, caches
-
-
-def stock_sampling(sampling: dict) -> dict:
-    """`generate`'s arguments for transformers' own sampling."""
-    return {"do_sample": True, "temperature": sampling["temperature"], "top_p": sampling["top_p"]}
-
-
-def own_sampling(make_sampler: MakeSampler, sampling: dict) -> dict:
-    """`generate`'s arguments for a sampler that draws each token itself: greedy decoding takes it."""
-    sampler = make_sampler(sampling["temperature"], sampling["top_p"])
-    return {
-        "do_sample": False,
-        "temperature": None,
-        "top_p": None,
-        "top_k": None,
-        "logits_processor": LogitsProcessorList([sampler]),
-    }
 
 
 def dynamic_cache(model, capacity: int, cached: list, width: int) -> DynamicCache:
@@ -395,10 +374,6 @@ class PrefixCache:
             del self.entries[best]
         return [(keys[:, :best_length], values[:, :best_length]) for keys, values in kv]
 
-    def add(self, ids: list[int], kv) -> None:
-        self.entries.append((ids, kv))
-        del self.entries[: -self.max_entries]
-
     def sample(self, model, tokenizer, prompts: list[list[int]], sampling: dict, with_logprobs: bool = False):
         """`sample_batch`, reusing what this cache holds and keeping the new sequences' caches.
         Only while the weights stay the same: a training step makes every entry stale."""
@@ -417,8 +392,8 @@ class PrefixCache:
         if not reuse:
             return returned
         results, caches = returned
-        for ids, kv in caches:
-            self.add(ids, kv)
+        self.entries += caches  # (ids, kv) per sequence
+        del self.entries[: -self.max_entries]
         return results
 
 
@@ -436,15 +411,10 @@ class LocalModel:
         fast = fast_path()
         self.fast = fast is not None
         self.dtype = dtype or generation_dtype()
-        self.network = (
-            AutoModelForCausalLM.from_pretrained(
-                model_path,
-                dtype=getattr(torch, self.dtype),
-                attn_implementation=fast.register_grouped_query_sdpa() if self.fast else "sdpa",
-            )
-            .to(device)
-            .eval()
+        self.network = AutoModelForCausalLM.from_pretrained(
+            model_path, dtype=getattr(torch, self.dtype), attn_implementation=generation_attention()
         )
+        self.network.to(device).eval()  # both in place
         defaults = self.network.generation_config
         self.sampling = {"max_tokens": 256, "temperature": defaults.temperature or 1.0, "top_p": defaults.top_p or 1.0}
         self.max_batch_size = max_batch_size

@@ -201,15 +201,9 @@ def random_human(seed: int = 0) -> Callable[[list], int]:
     return lambda board: rng.choice([cell for cell in range(9) if board[cell] is None])
 
 
-def play_scripted(
-    answer: Answer,
-    human_policy: Callable[[list], int],
-    model_starts: bool = True,
-    max_turns: int | None = None,
-    seed: int | None = None,
-) -> Game:
+def play_scripted(answer: Answer, human_policy: Callable[[list], int], model_starts: bool = True) -> Game:
     """A whole game with no one clicking: `human_policy(board) -> cell` plays O."""
-    game = Game(model_starts=model_starts, max_turns=max_turns, seed=seed)
+    game = Game(model_starts=model_starts)
     while not game.over:
         if game.to_move == "human":
             game.human_move(human_policy(game.board))

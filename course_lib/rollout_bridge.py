@@ -121,12 +121,9 @@ def make_rollout_func(
         client = LocalModelClient(tokenizer, generate, sampling, max_batch_size=len(prompts))
         states = run_coroutine(play_episodes(env, rows, client))
         rollout_seconds = time.perf_counter() - rollout_start
-        output = {"prompt_ids": [], "completion_ids": [], "env_mask": [], "logprobs": []}
-        for state in states:
-            for key, value in episode_tokens(state).items():
-                output[key].append(value)
-        for name in names:
-            output[name] = [state["metrics"][name] for state in states]
+        episodes = [episode_tokens(state) for state in states]
+        output = {key: [e[key] for e in episodes] for key in ("prompt_ids", "completion_ids", "env_mask", "logprobs")}
+        output |= {name: [state["metrics"][name] for state in states] for name in names}
         if stats is not None:  # TRL logs the rest (rewards, lengths, frac_reward_zero_std)
             stats.setdefault("closed_turns", []).append(client.closed_turns)
             stats.setdefault("rollout_seconds", []).append(rollout_seconds)

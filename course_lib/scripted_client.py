@@ -39,9 +39,9 @@ def read_board(text: str) -> list | None:
     return [cell if cell in ("X", "O") else None for cell in cells]
 
 
-def scripted_answer(board, policy: str, rng: random.Random, player: str = "X") -> str:
+def scripted_answer(board, policy: str, rng: random.Random) -> str:
     if policy == "expert":
-        move, reason = expert_move(board, player, rng)
+        move, reason = expert_move(board, "X", rng)
         # The rationale first reads the board aloud: a student imitating it writes the empty cells
         # before choosing, so its move is conditioned on a list it has just copied from the board.
         empty = " ".join(str(cell) for cell in legal_moves(board))

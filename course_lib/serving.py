@@ -215,7 +215,7 @@ def start_server(
 ) -> Server:
     """Start a server for the profile's model (or `model_path`) and wait until it answers."""
     profile = profile or get_profile()
-    if profile.server == "vllm" and not _has_gpu():
+    if profile.server == "vllm" and cuda_capability() is None:
         raise ServerError(
             f"Profile {profile.name!r} needs a GPU for vLLM and none was found. "
             "Use COURSE_PROFILE=cpu to run on the CPU with the embedded model."
@@ -257,12 +257,6 @@ def start_server(
         server.stop()
         raise
     return server
-
-
-def _has_gpu() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def _wait_until_ready(server: Server, timeout_s: float) -> None:

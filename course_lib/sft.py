@@ -58,7 +58,6 @@ async def play_games(
     model: str,
     num_games: int,
     seed: int = TEACHER_SEED,
-    sampling_args: dict | None = None,
     max_concurrent: int | None = None,
     progress: bool = True,
 ) -> list[dict]:
@@ -68,7 +67,7 @@ async def play_games(
     results = await env.evaluate(
         client,
         model,
-        sampling_args=sampling_args or {},
+        sampling_args={},
         num_examples=-1,
         rollouts_per_example=1,
         max_concurrent=max_concurrent or get_profile().max_concurrent,
@@ -146,9 +145,7 @@ def save_dataset(rows: list[dict], directory: Path, meta: dict) -> Path:
     """JSON Lines (one game per line, reads in milliseconds, diffs in git) plus meta.json."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / GAMES_FILE, "w") as f:
-        for row in rows:
-            f.write(json.dumps(row) + "\n")
+    (directory / GAMES_FILE).write_text("".join(json.dumps(row) + "\n" for row in rows))
     (directory / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     return directory / GAMES_FILE
 
@@ -273,15 +270,12 @@ def build_sft_trainer(profile: Profile, dataset, model_path: str, output_dir: Pa
     from trl import SFTTrainer
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    template = training_chat_template(tokenizer)
-    if template is not None:
-        tokenizer.chat_template = template
-    if cuda_capability() is None:
+    tokenizer.chat_template = training_chat_template(tokenizer) or tokenizer.chat_template
+    capability = cuda_capability()
+    if capability is None:
         score_answer_tokens_only_on_cpu()
     return SFTTrainer(
-        model=AutoModelForCausalLM.from_pretrained(
-            model_path, dtype=training_dtype(cuda_capability(), profile.sft.use_lora)
-        ),
+        model=AutoModelForCausalLM.from_pretrained(model_path, dtype=training_dtype(capability, profile.sft.use_lora)),
         args=sft_config(profile, output_dir, **config_overrides),
         train_dataset=dataset.select_columns([c for c in ("messages", "tools") if c in dataset.column_names]),
         processing_class=tokenizer,

@@ -46,7 +46,7 @@ def shipped_checkpoint(stage: str) -> Path:
 
     entry = json.loads(MANIFEST.read_text())[stage]
     difference = SHIPPED_DIR / entry["file"]
-    if not difference.is_file() or _sha256(difference) != entry["sha256"]:
+    if not difference.is_file() or hashlib.sha256(difference.read_bytes()).hexdigest() != entry["sha256"]:
         raise ShippedModelError(
             f"{difference} is {'damaged' if difference.is_file() else 'missing'}: restore it with "
             f"`git checkout -- {difference.relative_to(SHIPPED_DIR.parent.parent)}`, or unset "
@@ -85,7 +85,3 @@ def _rebuild(start: Path, difference: Path, target: Path) -> None:
         shutil.copy(log, partial / "log_history.json")
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()

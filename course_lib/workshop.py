@@ -122,12 +122,8 @@ def write_package(name: str, parts: list, constants: dict | None = None, data: d
     for key, path in data.items():
         shutil.copyfile(path, folder / Path(str(path)).name)
         lines.append(f'{key} = Path(__file__).parent / "{Path(str(path)).name}"')
-    text = (
-        "\n".join(lines)
-        + "\n\n\n"
-        + "\n\n".join(part + "\n" if isinstance(part, str) else source(part) for part in parts)
-    )
-    (folder / "__init__.py").write_text(text)
+    body = "\n\n".join(part + "\n" if isinstance(part, str) else source(part) for part in parts)
+    (folder / "__init__.py").write_text("\n".join([*lines, "", "", body]))
     shutil.rmtree(folder / "__pycache__", ignore_errors=True)  # a .pyc of the same second and size would be reused
     if str(MY_ENVS) not in sys.path:
         sys.path.insert(0, str(MY_ENVS))
@@ -159,15 +155,8 @@ def score(env, replies: dict, items: int) -> pd.DataFrame:
     async def play():
         table = []
         for row in rows:
-            states = [
-                await env.rollout(
-                    dict(row),
-                    make if isinstance(make, OfflineClient) else Scripted(make(row["answer"])),
-                    "scripted",
-                    {},
-                )
-                for make in replies.values()
-            ]
+            players = [m if isinstance(m, OfflineClient) else Scripted(m(row["answer"])) for m in replies.values()]
+            states = [await env.rollout(dict(row), player, "scripted", {}) for player in players]
             await env.rubric.score_group(states)
             table += [(row["example_id"], kind, state["reward"]) for kind, state in zip(replies, states)]
         return table

@@ -235,3 +235,21 @@ def test_only_rewarded_rollouts_without_errors_become_training_conversations():
     [row] = tool_sft.tool_trace_rows(outputs)
     assert row["messages"] == prompt + [{"role": "assistant", "content": "A."}]
     assert json.loads(row["tools"]) == [{"type": "function", "function": tool}]
+
+
+def test_the_in_process_client_prompts_with_the_text_tool_sft_trains_on(tokenizer):
+    """Notebook 08 evaluates on a CPU through `LocalModelClient`: its first prompt must be the start of
+    a tool SFT row's text, tools and all (it once dropped the tools' `strict` flag that the rows keep)."""
+    from course_lib.local_model import LocalModelClient
+    from course_lib.scripted_client import wiki_expert_client
+
+    train, _ = tool_sft.wiki_split()
+    env = wiki.load_environment(questions=train[:1])
+    [output] = asyncio.run(env.evaluate(client=wiki_expert_client(), model="expert", num_examples=-1))["outputs"]
+    [row] = tool_sft.tool_trace_rows([output])
+    trained = tokenizer.apply_chat_template(row["messages"], tools=json.loads(row["tools"]), tokenize=False)
+    client = LocalModelClient(tokenizer, generate_batch=None, sampling={})
+    tools = [asyncio.run(client.to_native_tool(tool)) for tool in env.tool_defs]
+    prompt = [{"role": m["role"], "content": m["content"]} for m in output["prompt"]]
+    first_prompt = tokenizer.apply_chat_template(prompt, tools=tools, tokenize=False, add_generation_prompt=True)
+    assert trained.startswith(first_prompt)

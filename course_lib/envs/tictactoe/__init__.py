@@ -193,12 +193,16 @@ class LinearXMLParser(vf.XMLParser):
 
     Each field gets the first (or with last=True the last) <tag>...</tag> content, stripped, or None."""
 
+    def __init__(self, fields: list[str | tuple[str, ...]], **kwargs):
+        super().__init__(fields, **kwargs)
+        # Every tag of every field (a tuple's alternatives too), in order: what parse reads.
+        self.tags = [tag for field in fields for tag in ([field] if isinstance(field, str) else field)]
+
     def parse(self, text: str, strip: bool = True, last: bool = False) -> SimpleNamespace:
         results = {}
-        for _, alternatives in self._fields:
-            for tag in alternatives:
-                contents = tag_contents(text, tag)
-                results[tag] = (contents[-1] if last else contents[0]).strip() if contents else None
+        for tag in self.tags:
+            contents = tag_contents(text, tag)
+            results[tag] = (contents[-1] if last else contents[0]).strip() if contents else None
         return SimpleNamespace(**results)
 
 
