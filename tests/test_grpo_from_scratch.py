@@ -61,7 +61,8 @@ def test_the_main_run_reaches_both_targets_with_the_cpu_budget(lesson):
 
     The notebook aims at 90% in both columns. The same seeded run reached 92.6% / 91.3% on the AMD host of the
     published run and 89.7% / 89.8% on a 2-core Intel Xeon (2026-11-28): CPUs round the same sums differently
-    and RL amplifies it. So the test asks 85%, which a broken step does not reach (the wrong sign: below 20%)."""
+    and RL amplifies it. So the test asks 85%: the untrained policy wins under 20%, and the wrong sign ends 40
+    points below a healthy run (the next test)."""
     untrained = lesson["scores"](lesson["TinyPolicy"](), games=CPU.eval_games)
     policy, history = lesson["train"](CPU.steps)
     trained = lesson["scores"](policy, games=CPU.eval_games)
