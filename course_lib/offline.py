@@ -20,7 +20,9 @@ class OfflineClient(vf.Client):
 
     verifiers' Client converts prompts, tools and responses to and from an API's native format;
     here the native format is verifiers' own, so every conversion is the identity. `respond`
-    returns the assistant's text, or a whole `vf.ResponseMessage` (e.g. with tool calls).
+    returns the assistant's text, or a whole `vf.ResponseMessage` (e.g. with tool calls). A client
+    that needs the request's state and sampling (`local_model.LocalModelClient`) overrides
+    `get_native_response` instead.
     """
 
     def __init__(self):
