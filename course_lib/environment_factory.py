@@ -9,7 +9,7 @@ functions, and a recorder of the token ids and loss mask each trainer generated 
 from itertools import groupby
 from pathlib import Path
 
-from course_lib.grpo import GRPOTrainerWithoutUnusedPadding, grpo_config
+from course_lib.grpo import LeanGRPOTrainer, grpo_config
 from course_lib.hardware import cuda_capability, score_answer_tokens_only_on_cpu, training_dtype
 from course_lib.local_model import generation_attention
 from course_lib.profiles import Profile
@@ -42,7 +42,7 @@ def build_factory_trainer(
     if capability is None:
         score_answer_tokens_only_on_cpu()
     functions = trl_metrics(metrics)
-    return GRPOTrainerWithoutUnusedPadding(
+    return LeanGRPOTrainer(
         model=AutoModelForCausalLM.from_pretrained(
             model_path, dtype=training_dtype(capability, profile.grpo.use_lora), attn_implementation=attention
         ),

@@ -4,7 +4,7 @@
 
 Notebook 09's cpu recipe from notebook 08's SFT model, one step each way with the same seed, so both play the
 same 64 games: as TRL 1.16 trains them (every micro-batch of 2 episodes padded to the step's longest episode)
-and as the course trains them (`grpo.GRPOTrainerWithoutUnusedPadding`, micro-batches of 1 episode, each at its
+and as the course trains them (`grpo.LeanGRPOTrainer`, micro-batches of 1 episode, each at its
 own length). Rewards must agree; the loss may differ by float rounding only. Prints one JSON line per run.
 """
 

@@ -1,0 +1,142 @@
+"""The same game as a second environment: one move per episode, rewarded from the game tree.
+
+The full game (`tictactoe.load_environment`) pays once per game: win 1, draw 0.5, loss 0, after
+five or six answers. Which answer lost the game, the reward cannot say. Here an episode is one
+position of a real game, shown exactly as the full game shows it (the same system prompt, the
+same earlier turns, the same `<move>N</move>` answer), and the reward judges that one answer
+with minimax: every answer gets its own verified score, so a group of answers to one position
+tells the model which cell was better. What is learned here is what the full game asks for.
+
+Positions come from games (each a list of chat messages, as the full game's transcripts store
+them): every turn of X that has a choice to make (some legal cell is worse than another) becomes a
+row. Rows alternate between the kinds of position (win now, block O's line, other), so any three
+consecutive rows mix them.
+
+Rewards (weights in brackets): `move_reward` 1 for a minimax-optimal cell, 0.5 for a legal cell
+that keeps the game's outcome (a slower win), 0 for a cell that throws a win or a draw away, or an
+invalid answer [1.0]; `format_reward` 1 if the answer is well formed [0.2]; `invalid_move` 1 if the
+answer is not a legal move [-0.1]. Metrics [0]: optimal, legal.
+"""
+
+import re
+
+import verifiers as vf
+from datasets import Dataset
+
+from . import MODEL, SYSTEM_PROMPT, MoveParser, message_text
+from .game import _winning_cells, best_moves, legal_moves, minimax_value, other
+
+KINDS = ("win", "block", "other")
+BOARD_ROW = re.compile(r"^ (\S) \| (\S) \| (\S) $", re.MULTILINE)
+
+
+def board_in(text: str) -> list | None:
+    """The last board drawn in a message (the full game's `render`), or None if it draws none."""
+    rows = BOARD_ROW.findall(text)
+    if len(rows) < 3:
+        return None
+    cells = [cell for row in rows[-3:] for cell in row]
+    return [cell if cell in ("X", "O") else None for cell in cells]
+
+
+def kind_of(board) -> str:
+    """What the position asks for: a win now, a block of O's line, or neither."""
+    if _winning_cells(board, MODEL):
+        return "win"
+    if _winning_cells(board, other(MODEL)):
+        return "block"
+    return "other"
+
+
+def cell_score(board, cell: int) -> float:
+    """1 for an optimal cell, 0.5 for one that keeps the outcome (win, draw or loss), else 0."""
+    if cell in best_moves(board, MODEL):
+        return 1.0
+    after = board[:cell] + [MODEL] + board[cell + 1 :]
+    keeps = _sign(-minimax_value(after, other(MODEL))) == _sign(minimax_value(board, MODEL))
+    return 0.5 if keeps else 0.0
+
+
+def _sign(value: int) -> int:
+    """A minimax value as its outcome: 1 win, 0 draw, -1 loss (the value also counts the moves to it)."""
+    return (value > 0) - (value < 0)
+
+
+def position_rows(games: list[list[dict]]) -> list[dict]:
+    """One row per distinct position of X with a choice to make, over `games` (lists of messages)."""
+    by_kind, seen = {kind: [] for kind in KINDS}, set()
+    for messages in games:
+        messages = [{"role": m["role"], "content": message_text(m)} for m in messages]
+        if not messages or messages[0]["role"] != "system":
+            messages = [{"role": "system", "content": SYSTEM_PROMPT}, *messages]
+        for i, message in enumerate(messages):
+            if message["role"] != "assistant" or messages[i - 1]["role"] != "user":
+                continue
+            board = board_in(messages[i - 1]["content"])
+            if board is None or set(best_moves(board, MODEL)) == set(legal_moves(board)):
+                continue  # no board, or no choice: every legal cell is as good
+            prompt = messages[:i]
+            key = tuple(m["content"] for m in prompt)
+            if key in seen:
+                continue
+            seen.add(key)
+            kind = kind_of(board)
+            info = {"board": "".join(cell or "." for cell in board), "kind": kind, "turn": i // 2}
+            by_kind[kind].append({"prompt": prompt, "answer": "", "info": info})
+    # Interleave the kinds, so consecutive rows (a training step) mix them.
+    rows, queues = [], [rows for rows in by_kind.values() if rows]
+    while queues:
+        for queue in list(queues):
+            rows.append(queue.pop(0))
+            if not queue:
+                queues.remove(queue)
+    return rows
+
+
+# --- Rubric --------------------------------------------------------------------------------
+
+
+def _board(info) -> list:
+    return [None if ch == "." else ch for ch in info["board"]]
+
+
+def _answer(completion) -> str:
+    replies = [m for m in completion if (m.get("role") if isinstance(m, dict) else m.role) == "assistant"]
+    return message_text(replies[-1]) if replies else ""
+
+
+def move_reward(completion, info, parser, **kwargs) -> float:
+    board = _board(info)
+    cell, problem = parser.judge(_answer(completion), board)
+    return 0.0 if problem else cell_score(board, cell)
+
+
+def format_reward(completion, parser, **kwargs) -> float:
+    return float(parser.is_well_formed(_answer(completion)))
+
+
+def invalid_move(completion, info, parser, **kwargs) -> float:
+    return float(parser.judge(_answer(completion), _board(info))[1] is not None)
+
+
+def optimal(completion, info, parser, **kwargs) -> float:
+    return float(move_reward(completion, info, parser) == 1.0)
+
+
+def legal(completion, info, parser, **kwargs) -> float:
+    return 1.0 - invalid_move(completion, info, parser)
+
+
+def load_environment(games: list[list[dict]], **kwargs) -> vf.SingleTurnEnv:
+    """One episode per position of X in `games` (each a list of chat messages, like the full game's
+    transcripts), one answer each, rewarded from the game tree."""
+    rows = position_rows(games)
+    if not rows:
+        raise ValueError("no position with a choice to make in these games")
+    parser = MoveParser()
+    rubric = vf.Rubric(
+        funcs=[move_reward, format_reward, invalid_move, optimal, legal],
+        weights=[1.0, 0.2, -0.1, 0.0, 0.0],
+        parser=parser,
+    )
+    return vf.SingleTurnEnv(dataset=Dataset.from_list(rows), parser=parser, rubric=rubric, **kwargs)

@@ -1,0 +1,159 @@
+"""Tests for course_lib/envs/tictactoe/moves.py: one move per episode, rewarded from the game tree.
+
+Positions must be shown exactly as the full game shows them (else what is learned does not carry
+over), every row must have a choice to make, and the reward must rank an optimal cell above a
+cell that keeps the outcome above one that throws it away, for every answer a model can give.
+"""
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from course_lib.check_environment import reward_functions
+from course_lib.scripted_client import ScriptedClient
+from tictactoe import SYSTEM_PROMPT, load_environment
+from tictactoe.game import best_moves, legal_moves, render
+from tictactoe.moves import board_in, cell_score, kind_of, position_rows
+from tictactoe.moves import load_environment as load_move_environment
+
+EXPERT_GAMES = Path(__file__).parent.parent / "data" / "tictactoe_sft" / "games.jsonl"
+
+
+def board(text: str) -> list:
+    return [None if ch == "." else ch for ch in text]
+
+
+def expert_games() -> list[list[dict]]:
+    return [json.loads(line)["messages"] for line in EXPERT_GAMES.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def env():
+    return load_move_environment(expert_games())
+
+
+class ReplayClient(ScriptedClient):
+    def __init__(self, answer: str):
+        super().__init__("random")
+        self.answer = answer
+
+    def respond(self, prompt, **kwargs):
+        return self.answer
+
+
+def test_board_in_reads_the_last_board_the_full_game_draws():
+    position = board("X.O.O...X")
+    text = f"You played 8. O played 4.\n\n{render(position)}\n\nYour move."
+    assert board_in(text) == position
+    assert board_in(f"Invalid move.\n\n{render(board('.........'))}\n\n{render(position)}") == position
+    assert board_in("no board here") is None
+
+
+def outcome_sign(position, player: str) -> int:
+    """+1 / 0 / -1: the result for `player` to move under perfect play (a plain negamax, no speed)."""
+    lines = [(0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6)]
+    for a, b, c in lines:
+        if position[a] and position[a] == position[b] == position[c]:
+            return 1 if position[a] == player else -1
+    empty = [i for i in range(9) if position[i] is None]
+    if not empty:
+        return 0
+    rival = "O" if player == "X" else "X"
+    return max(-outcome_sign(position[:i] + [player] + position[i + 1 :], rival) for i in empty)
+
+
+@pytest.mark.parametrize("text", ["XX.OO....", "X...O....", "X.O.O...X", "O...X...O", "....O....", "XO.OX...."])
+def test_cell_score_ranks_optimal_above_outcome_keeping_above_throwing_away(text):
+    position = board(text)
+    for cell in legal_moves(position):
+        after = position[:cell] + ["X"] + position[cell + 1 :]
+        if cell in best_moves(position, "X"):
+            expected = 1.0
+        elif -outcome_sign(after, "O") == outcome_sign(position, "X"):
+            expected = 0.5
+        else:
+            expected = 0.0
+        assert cell_score(position, cell) == expected, (text, cell)
+
+
+def test_every_row_has_a_choice_and_is_shown_as_the_full_game_shows_it():
+    rows = position_rows(expert_games())
+    assert len(rows) > 200
+    full_game_prompt = load_environment(num_train_examples=1, num_eval_examples=0).get_dataset()[0]["prompt"]
+    for row in rows:
+        prompt = row["prompt"]
+        assert prompt[0] == {"role": "system", "content": SYSTEM_PROMPT} == full_game_prompt[0]
+        assert prompt[-1]["role"] == "user" and prompt[-1]["content"].endswith("Your move.")
+        position = board(row["info"]["board"])
+        assert board_in(prompt[-1]["content"]) == position
+        assert set(best_moves(position, "X")) != set(legal_moves(position))
+        assert row["info"]["kind"] == kind_of(position)
+    # the kinds are interleaved: the first rows mix them
+    assert {row["info"]["kind"] for row in rows[:3]} == {"win", "block", "other"}
+
+
+def test_positions_are_distinct_and_games_without_a_system_prompt_get_the_full_games():
+    games = expert_games()[:20]
+    rows = position_rows(games + games)
+    assert len(rows) == len(position_rows(games))
+    bare = [[m for m in game if m["role"] != "system"] for game in games]
+    assert [r["prompt"] for r in position_rows(bare)] == [r["prompt"] for r in position_rows(games)]
+
+
+def rollout_reward(env, row, answer: str) -> dict:
+    async def go():
+        state = await env.rollout(row, ReplayClient(answer), "policy", {})
+        await env.rubric.score_rollout(state)
+        return state
+
+    state = asyncio.run(go())
+    return {"reward": state["reward"], **state["metrics"]}
+
+
+@pytest.mark.parametrize(
+    "answer, move, form, invalid",
+    [
+        ("<think>I win on the top row.</think>\n<move>{best}</move>", 1.0, 1.0, 0.0),
+        ("<move>{best}</move>", 1.0, 1.0, 0.0),
+        ("I play <move>{best}</move> now", 1.0, 0.0, 0.0),  # legal but not well formed
+        ("<move>{taken}</move>", 0.0, 1.0, 1.0),
+        ("<move>9</move>", 0.0, 1.0, 1.0),
+        ("4", 0.0, 0.0, 1.0),  # a bare digit is not the full game's answer
+        ("", 0.0, 0.0, 1.0),
+    ],
+)
+def test_the_reward_of_every_kind_of_answer(env, answer, move, form, invalid):
+    row = next(r for r in env.get_dataset() if r["info"]["kind"] == "win")
+    position = board(row["info"]["board"])
+    best, taken = best_moves(position, "X")[0], position.index("X")
+    scores = rollout_reward(env, row, answer.format(best=best, taken=taken))
+    assert scores["move_reward"] == move
+    assert scores["format_reward"] == form
+    assert scores["invalid_move"] == invalid
+    assert scores["reward"] == pytest.approx(move + 0.2 * form - 0.1 * invalid)
+
+
+def test_a_losing_legal_answer_earns_less_than_an_optimal_one(env):
+    row = next(r for r in env.get_dataset() if r["info"]["kind"] == "block")
+    position = board(row["info"]["board"])
+    best = best_moves(position, "X")[0]
+    worst = next(cell for cell in legal_moves(position) if cell_score(position, cell) == 0.0)
+    good, bad = (rollout_reward(env, row, f"<move>{cell}</move>")["reward"] for cell in (best, worst))
+    assert good == pytest.approx(1.2) and bad == pytest.approx(0.2)
+
+
+def test_the_rubric_order_is_what_training_logs(env):
+    assert [(r.name, r.weight) for r in reward_functions(env)][:5] == [
+        ("move_reward", 1.0),
+        ("format_reward", 0.2),
+        ("invalid_move", -0.1),
+        ("optimal", 0.0),
+        ("legal", 0.0),
+    ]
+
+
+def test_games_without_a_choice_are_refused_clearly():
+    with pytest.raises(ValueError, match="no position with a choice"):
+        load_move_environment([[{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]])
