@@ -7,12 +7,16 @@ A copy is published only if its code is the notebook's current code and it ran a
 current budgets (a stale copy would show results the code or the budgets no longer give: it is
 listed, with the command that refreshes it). Each published copy opens with a note saying which run
 made it (profile, start, duration, from the cells' own timestamps); figures are re-encoded as
-256-colour PNGs (about 3x smaller, no visible change for line plots).
+256-colour PNGs (about 3x smaller, no visible change for line plots). Outputs are cleaned for reading
+(`clean_outputs`): no saved progress bars or library warnings, no absolute paths of the machine or host
+strings, no `Styler` object reprs where the table itself is saved; markdown links are made to resolve from
+executed/<profile>/ (`relinked`).
 """
 
 import base64
 import io
 import json
+import re
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -54,6 +58,77 @@ def settled_streams(outputs: list[dict]) -> list[dict]:
             lines = "".join(output["text"]).split("\n")
             output["text"] = "\n".join(line.rstrip("\r").split("\r")[-1] for line in lines)
     return merged
+
+
+PROGRESS_BAR = re.compile(r"\d+%\||\d+/\d+ \[\d+:\d+")  # tqdm: "45%|████ | 9/20 [00:03<00:04, ...]"
+LIBRARY_NOISE = re.compile(r"warn|^\s*\[[\w.-]+\] ", re.IGNORECASE)  # warnings, "[transformers] Ignoring ..."
+WIDGET = "application/vnd.jupyter.widget-view+json"
+HOST = re.compile(r"\b(Linux|Darwin|Windows|macOS)-\d[\w.\-]*")  # platform.platform(): kernel, arch, libc
+COURSE_FOLDERS = "outputs|my_envs|course_lib|notebooks|data|assets|executed|results|dev|tests"
+CHECKOUT_PATH = re.compile(  # an absolute prefix before one of the course's folders (not a library's own)
+    rf"(?<![\w.~])(?![^\s'\"]*(?:site|dist)-packages)(?:/[^\s'\"<>()\[\]/]+)+/(?=(?:{COURSE_FOLDERS})\b)"
+)
+HOME_PATH = re.compile(r"(?<![\w.~])(?:/root|/home/[^\s'\"<>/]+|/Users/[^\s'\"<>/]+)(?=/)")
+
+
+def portable(text: str, checkout: str = str(ROOT)) -> str:
+    """Text without the machine in it: the checkout's absolute path gone (paths relative to the course's
+    root), a home folder as `~`, a platform string (`Linux-6.18.44-...-x86_64-with-glibc2.36`) as its OS."""
+    text = text.replace(checkout.rstrip("/") + "/", "")
+    text = CHECKOUT_PATH.sub("", text)
+    text = HOME_PATH.sub("~", text)
+    return HOST.sub(r"\1", text)
+
+
+def quiet_stream(text: str) -> str:
+    """A stderr stream without progress bars and library warnings (what is left, if anything, is kept)."""
+    kept = [line for line in text.split("\n") if not (PROGRESS_BAR.search(line) or LIBRARY_NOISE.search(line))]
+    return "\n".join(kept).strip("\n") + "\n" if any(line.strip() for line in kept) else ""
+
+
+def clean_outputs(outputs: list[dict]) -> list[dict]:
+    """Outputs as a reader wants them: progress-bar widgets and tqdm/warning streams dropped, the machine's
+    paths and host strings made portable, and a `Styler` object's repr dropped where its HTML is saved."""
+    cleaned = []
+    for output in settled_streams(outputs):
+        output = json.loads(json.dumps(output))  # a copy: the caller's outputs stay as they were
+        data = output.get("data", {})
+        if WIDGET in data:
+            continue  # a progress widget saved at whatever it showed: nothing to read on GitHub
+        if output.get("output_type") == "stream":
+            text = "".join(output["text"])
+            text = quiet_stream(text) if output.get("name") == "stderr" else text
+            if not text.strip():
+                continue
+            output["text"] = portable(text)
+        for key in list(data):
+            if key.startswith("text/"):
+                value = "".join(data[key]) if isinstance(data[key], list) else data[key]
+                data[key] = portable(value)
+        if "Styler at 0x" in data.get("text/plain", "") and "text/html" in data:
+            data["text/plain"] = "(the table above)"
+        if output.get("output_type") == "error":
+            output["traceback"] = [portable(line) for line in output.get("traceback", [])]
+        cleaned.append(output)
+    return cleaned
+
+
+def relinked(source: str) -> str:
+    """A notebook's markdown, its relative links made to resolve from executed/<profile>/ (one folder deeper)."""
+    return re.sub(r"\]\(\.\./(?!\.\./)", "](../../", source)
+
+
+def cleaned_copy(executed: dict) -> dict:
+    """An executed notebook as published: `clean_outputs` on every code cell, `relinked` on every
+    markdown cell but the executed-copy note (whose links are written for executed/<profile>/)."""
+    for cell in executed["cells"]:
+        if "outputs" in cell:
+            cell["outputs"] = clean_outputs(cell["outputs"])
+        elif cell["cell_type"] == "markdown" and cell.get("id") != "executed-copy-note":
+            source = relinked("".join(cell["source"]))
+            lines = source.split("\n")
+            cell["source"] = [line + "\n" for line in lines[:-1]] + [lines[-1]]
+    return executed
 
 
 def run_window(notebook: dict) -> tuple[datetime, float] | None:
@@ -108,9 +183,8 @@ def publish(profile_name: str = "cpu") -> list[str]:
                 left_out.append(f"{path.name}: {why}")
             continue
         with_current_text(executed, current)
+        cleaned_copy(executed)
         for cell in executed["cells"]:
-            if "outputs" in cell:
-                cell["outputs"] = settled_streams(cell["outputs"])
             for output in cell.get("outputs", []):
                 if "image/png" in output.get("data", {}):
                     output["data"]["image/png"] = smaller_png(output["data"]["image/png"])
@@ -131,6 +205,16 @@ def publish(profile_name: str = "cpu") -> list[str]:
         )
         published.write_text(json.dumps(executed, indent=1, ensure_ascii=False) + "\n")
     return left_out
+
+
+def clean_published(profile_name: str = "cpu") -> list[str]:
+    """Clean the copies already in executed/<profile>/ in place (their outputs stay the run's); return their names."""
+    names = []
+    for path in sorted((PUBLISHED / profile_name).glob("[0-9][0-9]_*.ipynb")):
+        notebook = cleaned_copy(json.loads(path.read_text()))
+        path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+        names.append(path.name)
+    return names
 
 
 def publish_from_command_line(argv: list[str]) -> int:

@@ -68,7 +68,7 @@ def test_native_bf16_is_read_from_the_cpu_flags(flags, native):
 @pytest.mark.parametrize("variable, autocast", [(None, True), ("0", False)])
 def test_a_cpu_with_native_bf16_runs_sft_with_bf16_autocast_and_grpo_in_float32(monkeypatch, variable, autocast):
     """SFT on such a CPU: bf16 autocast over float32 weights unless COURSE_CPU_BF16=0. Catches GRPO with it
-    too: its effect was not confirmed in bf16 (RESULTS.md), so GRPO stays float32."""
+    too: its effect was not confirmed in bf16 (results/JOURNAL.md), so GRPO stays float32."""
     monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: True)
     if variable is None:
         monkeypatch.delenv(hardware.CPU_BF16_VARIABLE, raising=False)

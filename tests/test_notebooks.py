@@ -99,7 +99,7 @@ def test_run_notebooks_help_prints_usage_instead_of_running_nothing():
 
 def test_run_notebooks_kernels_import_this_checkout_not_another(tmp_path, monkeypatch):
     """Catches: `make course` in a second clone whose kernels (started in notebooks/) import the checkout the
-    editable install points at, running its code and writing into its outputs/ (it happened, RESULTS.md)."""
+    editable install points at, running its code and writing into its outputs/ (it happened, results/JOURNAL.md)."""
     from course_lib import run_notebooks
 
     other = tmp_path / "other_checkout" / "course_lib"

@@ -158,7 +158,7 @@ def test_every_step_runs_on_one_event_loop_and_a_nested_call_is_told_to_await():
 
 def test_torch_work_runs_on_the_main_thread_while_it_waits_and_elsewhere_on_one_thread():
     """Catches: a batch generated on a second thread while the main thread trains (libgomp then throttles
-    both: RESULTS.md, "Why, and one thread for torch"), an error lost on the way, or a wait that hangs."""
+    both: results/JOURNAL.md, "Why, and one thread for torch"), an error lost on the way, or a wait that hangs."""
 
     def thread_name():
         return threading.current_thread().name
