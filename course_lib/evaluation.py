@@ -209,6 +209,27 @@ def paired_comparison(
     return pd.DataFrame(rows)
 
 
+# The play measures a training stage is judged on (decided before the runs, RESULTS.md): the optimal
+# opponent can only be drawn, so not losing to it; the random one can be beaten, so winning.
+PLAY_MEASURES = (("optimal", "non-loss"), ("random", "win"))
+
+
+def plays_better(table: pd.DataFrame, first: str, second: str, effect: float = 0.08, alpha: float = 0.01) -> str:
+    """The decided verdict on `paired_comparison(..., first, second)`: `second` plays better if one play
+    measure rises by at least `effect` with p < `alpha`, and neither falls with p < 0.05."""
+    rows = {m: table[(table["opponent"] == m[0]) & (table["outcome"] == m[1])].iloc[0] for m in PLAY_MEASURES}
+    change = {m: row[second] - row[first] for m, row in rows.items()}
+    better = [m for m, row in rows.items() if change[m] >= effect and row["p_value"] < alpha]
+    worse = [m for m, row in rows.items() if change[m] < 0 and row["p_value"] < 0.05]
+    said = "; ".join(
+        f"{outcome}s vs {opponent}: {rows[(opponent, outcome)][first]:.1%} -> {rows[(opponent, outcome)][second]:.1%} "
+        f"(p = {rows[(opponent, outcome)]['p_value']:.2g})"
+        for opponent, outcome in PLAY_MEASURES
+    )
+    verdict = "plays better" if better and not worse else "worse on a measure" if worse else "not shown"
+    return f"{said}: {verdict}"
+
+
 @dataclass
 class EvalResult:
     summary: pd.DataFrame  # one row per opponent

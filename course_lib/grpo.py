@@ -5,6 +5,8 @@ The environment supplies everything task-specific (prompts, opponent, rewards) t
 notebook (`cpu`, `gpu`) and the multi-GPU script (`full`, see `course_lib/train_grpo.py`).
 """
 
+import hashlib
+import json
 import os
 import time
 from pathlib import Path
@@ -262,11 +264,12 @@ def latest_checkpoint(output_dir: Path) -> str | None:
     return get_last_checkpoint(str(output_dir)) if Path(output_dir).is_dir() else None
 
 
-def training_environment(profile: Profile, seed: int = 0):
-    """The tic-tac-toe environment as GRPO sees it: opponent skill stratified over the profile's
-    range (cpu: 0-0.5, chosen by the course's sweep; gpu and full: 0.2-0.7, the original course's
-    first run), one skill bucket per prompt of a step, and at most 6 answers per game (5 moves
-    finish any game; more only burns tokens on invalid answers)."""
+def full_game_environment(profile: Profile, seed: int = 0):
+    """The full-game environment (notebook 05's, the original course's) as GRPO would see it: one
+    reward per game, opponent skill stratified over the profile's range (cpu: 0-0.5; gpu and full:
+    0.2-0.7, the original course's first run), one skill bucket per prompt of a step, and at most 6
+    answers per game (5 moves finish any game; more only burns tokens on invalid answers). Notebook 09
+    shows a group of it beside the per-move environment it trains in (`move_environment`)."""
     from tictactoe import MAX_TURNS, load_environment
 
     return load_environment(
@@ -280,26 +283,88 @@ def training_environment(profile: Profile, seed: int = 0):
     )
 
 
+POSITION_GAMES_SEED = 100  # training rows of the full game; the evaluations play the eval split's seeds 0-5
+
+
+async def play_position_games(profile: Profile, model_path: str) -> list[list[dict]]:
+    """The start model's own full games on training rows (never the evaluation's games), against
+    opponents over the profile's skill range, each a list of messages. Played once per model and
+    budget, stored under outputs/<profile>/grpo_position_games/; a later call reads them back."""
+    from course_lib.evaluation import turn_sampling_args, weights_fingerprint
+    from course_lib.profiles import output_dir
+    from course_lib.serving import start_model
+    from tictactoe import GAME_STATE_COLUMNS, load_environment
+
+    key = [weights_fingerprint(str(Path(model_path).resolve())), profile.grpo.position_games, POSITION_GAMES_SEED]
+    key += [profile.grpo.min_random_move_prob, profile.grpo.max_random_move_prob, profile.eval.max_tokens_per_turn]
+    digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:12]
+    path = output_dir(profile) / "grpo_position_games" / f"{digest}.jsonl"
+    if path.is_file():
+        return [json.loads(line)["messages"] for line in path.read_text().splitlines() if line.strip()]
+
+    env = load_environment(
+        num_train_examples=profile.grpo.position_games,
+        num_eval_examples=0,
+        min_random_move_prob=profile.grpo.min_random_move_prob,
+        max_random_move_prob=profile.grpo.max_random_move_prob,
+        num_groups=profile.grpo.prompts_per_step,
+        seed=POSITION_GAMES_SEED,
+    )
+    env.eval_dataset = env.dataset  # evaluate() plays the eval set: here, the training rows
+    with start_model(profile, model_path=model_path) as llm:
+        results = await env.evaluate(
+            llm.client,
+            llm.model,
+            sampling_args=turn_sampling_args(profile),
+            num_examples=-1,
+            rollouts_per_example=1,
+            max_concurrent=profile.max_concurrent,
+            state_columns=GAME_STATE_COLUMNS,
+        )
+    games = [
+        [{"role": m["role"], "content": m["content"]} for m in o["prompt"] + o["completion"]]
+        for o in results["outputs"]
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"messages": game}) + "\n" for game in games))
+    return games
+
+
+def move_environment(games: list[list[dict]]):
+    """The per-move environment GRPO trains in: every position with a choice in `games` (the start
+    model's own) and in the expert's games that SFT learned from, one answer per episode."""
+    from course_lib.sft import load_dataset
+    from tictactoe.moves import load_environment
+
+    return load_environment(games + list(load_dataset()["messages"]))
+
+
 # --- Training curves -----------------------------------------------------------------------
 # What TRL logs each step under these names: the rubric's functions are logged as rewards/<name>/mean.
+# A full game logs its outcomes, a single move whether it was optimal and legal: each run draws its own.
 CURVES = {
     "reward": "total reward (mean, and spread within groups)",
     "outcomes": "games won / drawn / lost",
     "rewards/invalid_moves/mean": "invalid answers per game",
+    "rewards/optimal/mean": "optimal answers",
+    "rewards/legal/mean": "legal answers",
     "frac_reward_zero_std": "groups with no reward spread",
-    "completions/mean_length": "model tokens per game",
+    "completions/mean_length": "model tokens per episode",
 }
 
 
 def training_curves(history: list[dict], title: str):
-    """One panel per curve of CURVES, from a trainer's log_history (the steps that logged a reward)."""
+    """One panel per curve of CURVES that the run logged, from a trainer's log_history (the steps that
+    logged a reward)."""
     import matplotlib.pyplot as plt
     import pandas as pd
     from matplotlib.ticker import MaxNLocator
 
     logs = pd.DataFrame([row for row in history if "reward" in row])
-    fig, axes = plt.subplots(1, len(CURVES), figsize=(3.2 * len(CURVES), 2.9))
-    for ax, (column, name) in zip(axes, CURVES.items()):
+    logged = set(logs.columns) | ({"outcomes"} if "rewards/won/mean" in logs else set())
+    curves = {column: name for column, name in CURVES.items() if column in logged} or {"reward": CURVES["reward"]}
+    fig, axes = plt.subplots(1, len(curves), figsize=(3.2 * len(curves), 2.9), squeeze=False)
+    for ax, (column, name) in zip(axes[0], curves.items()):
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("step")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no half steps on a short run

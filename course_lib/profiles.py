@@ -71,7 +71,8 @@ class SFTBudget:  # 07-08: SFT data and warm-up
 @dataclass(frozen=True)
 class GRPOBudget:  # 09: rollouts per step = prompts_per_step x num_generations
     max_steps: int
-    prompts_per_step: int  # = num_groups: one prompt per opponent-skill bucket
+    position_games: int  # the start model's own games whose positions GRPO trains on (tictactoe.moves)
+    prompts_per_step: int  # positions a step; in a full game, one per opponent-skill bucket
     num_generations: int
     micro_batch_size: int  # episodes per forward/backward pass: lower it if out of memory
     max_tokens_per_turn: int
@@ -169,6 +170,7 @@ _BASE = Profile(
     # sum, faster once each game is trained at its own length (RESULTS.md), and needs the least memory
     grpo=GRPOBudget(
         max_steps=5,
+        position_games=128,
         prompts_per_step=8,
         num_generations=8,
         micro_batch_size=1,
@@ -208,7 +210,8 @@ PROFILES = {
             "sft.batch_size": 1,
             "sft.micro_batch_size": 1,
             "grpo.max_steps": 2,
-            "grpo.prompts_per_step": 1,  # one group of 2 games a step
+            "grpo.position_games": 4,
+            "grpo.prompts_per_step": 1,  # one group of 2 answers a step
             "grpo.num_generations": 2,
             "grpo.max_tokens_per_turn": 16,
             "grpo.max_episode_tokens": 48,  # about 3 turns: each step's games cost seconds, not minutes

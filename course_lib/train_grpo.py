@@ -15,6 +15,9 @@ MODEL defaults to the profile's SFT checkpoint (notebook 08); without one the sc
 rather than train the base model unnoticed. A run that is interrupted resumes from its last checkpoint
 when started again.
 
+It trains in the per-move environment notebook 09 uses (the start model's own games are played once
+first, in one process); `--environment game` trains on whole games instead, one reward each.
+
 Exploring settings (e.g. on a laptop, before choosing the recipe notebook 09 runs): `--set` changes
 any profile field for this run, and `--evaluate N` then plays the start and the trained model on the
 same N games per opponent and appends one row to `sweep.csv` beside the run's folder (settings,
@@ -30,7 +33,14 @@ import asyncio
 import json
 from pathlib import Path
 
-from course_lib.grpo import build_grpo_trainer, latest_checkpoint, training_environment
+from course_lib.grpo import (
+    build_grpo_trainer,
+    full_game_environment,
+    latest_checkpoint,
+    move_environment,
+    play_position_games,
+    step_split,
+)
 from course_lib.profiles import get_profile, output_dir
 from course_lib.sft import save_final, sft_checkpoint
 
@@ -93,6 +103,12 @@ def train_from_command_line(argv: list[str] | None = None) -> None:
         help="change a profile field for this run, e.g. grpo.learning_rate=2e-5 (repeatable)",
     )
     parser.add_argument(
+        "--environment",
+        choices=("moves", "game"),
+        default="moves",
+        help="moves (notebook 09): one move per episode, rewarded from the game tree; game: one reward per game",
+    )
+    parser.add_argument(
         "--evaluate",
         type=int,
         metavar="N",
@@ -103,7 +119,16 @@ def train_from_command_line(argv: list[str] | None = None) -> None:
     profile = with_settings(get_profile(args.profile), args.set)
     out = args.output_dir or output_dir(profile) / "grpo"
     start = args.model or default_model(profile)
-    trainer = build_grpo_trainer(profile, training_environment(profile), start, out)
+    if args.environment == "moves":
+        from accelerate import PartialState
+
+        with PartialState().main_process_first():  # one process plays the start model's games, the others read them
+            env = move_environment(asyncio.run(play_position_games(profile, start)))
+        overrides = {"shuffle_dataset": True}  # positions in random order: no opponent blocks to keep
+    else:
+        env, overrides = full_game_environment(profile), {}
+    stats = {}
+    trainer = build_grpo_trainer(profile, env, start, out, stats=stats, **overrides)
     trainer.train(resume_from_checkpoint=latest_checkpoint(out))
     # every step's time, from the log: a resumed run's log holds the steps before its interruption too
     minutes = sum(row.get("step_time", 0) for row in trainer.state.log_history) / 60
@@ -111,6 +136,7 @@ def train_from_command_line(argv: list[str] | None = None) -> None:
         return
     final = save_final(trainer, out / "final", start)
     (out / "log_history.json").write_text(json.dumps(trainer.state.log_history, indent=1))
+    step_split(stats).to_csv(out / "step_split.csv")
     if args.evaluate:
         import pandas as pd
 
@@ -119,7 +145,7 @@ def train_from_command_line(argv: list[str] | None = None) -> None:
         release(trainer)
         row = {
             "run": out.name,
-            "settings": " ".join(args.set),
+            "settings": " ".join([f"--environment {args.environment}", *args.set]),
             "training minutes": round(minutes, 1),
             "games per opponent": args.evaluate,
             **evaluate_before_after(profile, start, str(final), args.evaluate, out),

@@ -7,8 +7,11 @@ evaluation seed) and prints the paired test per opponent and outcome, with one d
     python dev/confirm_on_fresh_games.py --start outputs/cpu/sft/final \
         --trained outputs/cpu/grpo_sweep/RUN/final --seed 1 --games 100 --out outputs/cpu/grpo_sweep/confirm
 
-The decided test (RESULTS.md, written before the run): games with at least one invalid answer,
-both opponents pooled, exact McNemar; confirmed if the trained model has fewer and p < 0.01.
+The decided test (RESULTS.md, written before the run): the play measures, non-losses against the
+optimal opponent and wins against the random one, exact McNemar on the paired games; the trained
+model plays better if one rises by 8 points or more with p < 0.01 and neither falls with p < 0.05
+(`evaluation.plays_better`). Earlier confirmations decided on games with an invalid answer (both
+opponents pooled, fewer and p < 0.01): the table prints that row too.
 """
 
 import argparse
@@ -17,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from course_lib.evaluation import EvalResult, evaluate_model, paired_comparison
+from course_lib.evaluation import EvalResult, evaluate_model, paired_comparison, plays_better
 from course_lib.profiles import get_profile
 
 
@@ -46,12 +49,7 @@ def main() -> None:
     table.to_csv(args.out / "paired.csv", index=False)
     with pd.option_context("display.width", 200):
         print(table.round(4).to_string(index=False))
-    decided = table[(table["opponent"] == "both") & (table["outcome"] == "invalid answer")].iloc[0]
-    confirmed = decided["after GRPO"] < decided["start"] and decided["p_value"] < 0.01
-    print(
-        f"\nDecided test: games with an invalid answer, both opponents, {decided['start']:.1%} -> "
-        f"{decided['after GRPO']:.1%}, p = {decided['p_value']:.4f}: {'confirmed' if confirmed else 'not confirmed'}"
-    )
+    print(f"\nDecided test: {plays_better(table, 'start', 'after GRPO')}")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ Parts, in this order, each in its own Python process under a time cap (a part th
 is recorded with its traceback or the cap, and the next part still runs):
 
 - model: the embedded checkpoint (`models.resolve_model`: converted from the GGUF once, then cached);
-- grpo: `grpo.build_grpo_trainer` on `grpo.training_environment`, from the base model, the profile's recipe
+- grpo: `grpo.build_grpo_trainer` on `grpo.full_game_environment`, from the base model, the profile's recipe
   with grpo.max_steps=2 (cpu: 8 prompts x 8 games a step, LoRA, transformers generation);
   seconds per step, split into the rollout (`rollout_func`: the games, generation included) and the rest
   (scoring, forward/backward, optimizer, checkpoint), and the course's own split (`grpo.step_split`);
@@ -147,7 +147,7 @@ def part_grpo(profile, record: PartRecord, args) -> None:
 
     profile = profile.with_settings(**{"grpo.max_steps": args.grpo_steps})
     base = resolve_model(profile)
-    env = grpo.training_environment(profile)
+    env = grpo.full_game_environment(profile)
     stats = {}
     out = Path(args.work_dir) / "grpo"
     build_start = time.monotonic()

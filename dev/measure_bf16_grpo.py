@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from course_lib.grpo import build_grpo_trainer, step_split, training_environment  # noqa: E402
+from course_lib.grpo import build_grpo_trainer, full_game_environment, step_split  # noqa: E402
 from course_lib.hardware import matmul_gflops  # noqa: E402
 from course_lib.profiles import PROFILES  # noqa: E402
 from course_lib.sft import save_final, sft_checkpoint  # noqa: E402
@@ -28,7 +28,7 @@ def run(bf16: bool, steps: int, save: Path | None = None) -> dict:
     with tempfile.TemporaryDirectory() as out:
         trainer = build_grpo_trainer(
             profile,
-            training_environment(profile),
+            full_game_environment(profile),
             str(sft_checkpoint(profile)),
             Path(out),
             stats,

@@ -33,7 +33,7 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as out:
         trainer = grpo.build_grpo_trainer(
             profile,
-            grpo.training_environment(profile),
+            grpo.full_game_environment(profile),
             args.model,
             Path(out),
             stats,

@@ -28,7 +28,7 @@ def run(trim: bool) -> dict:
     stats = {}
     try:
         with tempfile.TemporaryDirectory() as out:
-            env = grpo.training_environment(profile)
+            env = grpo.full_game_environment(profile)
             trainer = grpo.build_grpo_trainer(
                 profile,
                 env,

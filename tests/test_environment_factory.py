@@ -14,7 +14,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from course_lib import environment_factory as ef
-from course_lib.grpo import training_environment
+from course_lib.grpo import full_game_environment
 from course_lib.models import resolve_model
 from course_lib.offline import OfflineClient, run_coroutine
 from course_lib.profiles import PROFILES
@@ -55,7 +55,7 @@ def play_both(classic, tools_class, row, first_cells: list, seed: int):
 def test_the_tool_class_scores_games_exactly_like_the_classic_environment(tools_class):
     """Catches: rules, opponent or rewards of the tool version drifting from tictactoe's (another
     opponent seed, a missed draw, the invalid-move penalty or the turn cap counted differently)."""
-    classic = training_environment(SMOKE.with_settings(**{"grpo.max_steps": 12, "grpo.prompts_per_step": 2}))
+    classic = full_game_environment(SMOKE.with_settings(**{"grpo.max_steps": 12, "grpo.prompts_per_step": 2}))
     rows = classic.get_dataset()
     outcomes = set()
     for i, first_cells in enumerate([[], [9], [9, 9, 9, 9, 9, 9], [0, 0], [4], [8, -1], [], [2]] * 3):
@@ -85,7 +85,7 @@ def test_trl_runs_a_scripted_tool_call_through_move_masks_the_result_and_rewards
     the environment."""
     from datasets import Dataset
 
-    row = training_environment(SMOKE).get_dataset()[0]
+    row = full_game_environment(SMOKE).get_dataset()[0]
     cell = row["info"]["board"].index(".")
     columns = {key: row["info"][key] for key in ("seed", "board", "random_move_prob", "model_starts")}
     dataset = Dataset.from_list([{"prompt": row["prompt"], **columns}])

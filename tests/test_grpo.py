@@ -63,7 +63,7 @@ def tiny_copy_of_the_embedded_model(path: Path) -> str:
 @pytest.fixture(scope="module")
 def smoke_trainer(tmp_path_factory):
     profile = get_profile("smoke").with_settings(**{"grpo.prompts_per_step": 2})  # two buckets: stratification can fail
-    env = grpo.training_environment(profile)
+    env = grpo.full_game_environment(profile)
     stats = {}
     model = tiny_copy_of_the_embedded_model(tmp_path_factory.mktemp("tiny_model"))
     trainer = grpo.build_grpo_trainer(profile, env, model, tmp_path_factory.mktemp("grpo"), stats, save_strategy="no")
@@ -241,7 +241,7 @@ def test_on_cpu_both_trainers_switch_to_scoring_the_trained_tokens_only(tmp_path
     profile = get_profile("smoke")
     for build in (
         lambda: sft.build_sft_trainer(profile, sft.load_dataset().select(range(2)), model, tmp_path / "sft"),
-        lambda: grpo.build_grpo_trainer(profile, grpo.training_environment(profile), model, tmp_path / "grpo"),
+        lambda: grpo.build_grpo_trainer(profile, grpo.full_game_environment(profile), model, tmp_path / "grpo"),
     ):
         monkeypatch.setattr(trl_utils, "_use_triton", kernels._use_triton)
         assert not trl_utils._use_triton(torch.device("cpu"))
@@ -271,10 +271,40 @@ def test_training_curves_draw_every_panel_from_the_log_and_skip_rows_without_rew
     history = [fake_log(step) for step in (1, 2, 3)] + [{"step": 3, "train_runtime": 10.0}]
     fig = grpo.training_curves(history, "test")
     drawn = [ax for ax in fig.axes if ax.lines]
-    assert len(drawn) == len(grpo.CURVES)
+    assert [ax.get_title() for ax in drawn] == [
+        grpo.CURVES[c]
+        for c in ("reward", "outcomes", "rewards/invalid_moves/mean", "frac_reward_zero_std", "completions/mean_length")
+    ]
     assert all(len(line.get_xdata()) == 3 for ax in drawn for line in ax.lines)
     fig.canvas.draw()
     assert all(tick == int(tick) for ax in drawn for tick in ax.get_xticks())  # steps, not 1.5 or 2.5
+
+
+def test_training_curves_of_single_moves_draw_what_a_move_logs():
+    """Catches: a per-move run drawn with the full game's panels (outcomes it never logs, empty)."""
+    history = [
+        {
+            "step": step,
+            "reward": 0.5,
+            "reward_std": 0.2,
+            "rewards/optimal/mean": 0.3,
+            "rewards/legal/mean": 0.9,
+            "frac_reward_zero_std": 0.1,
+            "completions/mean_length": 30.0,
+        }
+        for step in (1, 2)
+    ]
+    fig = grpo.training_curves(history, "moves")
+    assert [ax.get_title() for ax in fig.axes if ax.lines] == [
+        grpo.CURVES[c]
+        for c in (
+            "reward",
+            "rewards/optimal/mean",
+            "rewards/legal/mean",
+            "frac_reward_zero_std",
+            "completions/mean_length",
+        )
+    ]
 
 
 def test_live_curves_redraw_one_display_and_a_resumed_run_starts_with_its_first_part(monkeypatch):
