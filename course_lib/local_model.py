@@ -25,6 +25,7 @@ import asyncio
 import json
 import time
 import uuid
+from collections import Counter
 from typing import Callable
 
 import numpy as np
@@ -378,6 +379,8 @@ class PrefixCache:
         """`sample_batch`, reusing what this cache holds and keeping the new sequences' caches.
         Only while the weights stay the same: a training step makes every entry stale."""
         reuse = model.config.model_type in PREFIX_CACHE_MODEL_TYPES
+        if reuse:
+            self.share_repeated_prompts(model, tokenizer, prompts, sampling)
         returned = sample_batch(  # no reference to the looked-up caches here: the batch frees them
             model,
             tokenizer,
@@ -395,6 +398,22 @@ class PrefixCache:
         self.entries += caches  # (ids, kv) per sequence
         del self.entries[: -self.max_entries]
         return results
+
+    def share_repeated_prompts(self, model, tokenizer, prompts: list[list[int]], sampling: dict) -> None:
+        """A prompt that comes several times in one batch (a GRPO group: one position, eight answers)
+        and that no entry starts: run it once first (one token, thrown away), so that every copy
+        finds its cache and feeds the model one token instead of the whole prompt."""
+        counts = Counter(map(tuple, prompts))
+        repeated = [list(ids) for ids, count in counts.items() if count > 1 and not self.covers(list(ids))]
+        if repeated:
+            _, caches = sample_batch(
+                model, tokenizer, repeated, {**sampling, "max_tokens": 1}, return_cache=True, make_cache=self.make_cache
+            )
+            self.entries += caches
+
+    def covers(self, ids: list[int]) -> bool:
+        """Whether an entry holds all of `ids` but its last token (what a prompt's lookup can reuse)."""
+        return any(len(entry) >= len(ids) - 1 and entry[: len(ids) - 1] == ids[:-1] for entry, _ in self.entries)
 
 
 class LocalModel:
