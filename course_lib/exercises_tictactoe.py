@@ -2,7 +2,7 @@
 
 Each check runs the part on real cases (hand-written replies, boards from real games, scripted games
 through the environment) and returns a one-line message naming the part, or raises ExerciseError with
-one sentence naming the part, an example input and what was expected (see course_lib/exercises.py).
+one sentence naming the part, an example input and what was expected (see course_lib/exercise_mechanism.py).
 The reference is the course's environment, course_lib/envs/tictactoe/ (imported as `tictactoe`).
 `compare_games` plays the same seeded games through the learner's package and the reference.
 """
@@ -13,7 +13,7 @@ import random
 
 import pandas as pd
 
-from course_lib.exercises import ExerciseError, _call, _short, check_fast_on_unclosed_tags
+from course_lib.exercise_mechanism import ExerciseError, call_part, check_fast_on_unclosed_tags, short_repr
 
 NOTEBOOK = "05_tictactoe_env.ipynb"
 
@@ -73,7 +73,7 @@ def check_winner(winner) -> str:
     cases += [(list(cells), "a position from a game") for cells in reachable_positions()]
     for board, what in cases:
         for given in (list(board), tuple(board)):
-            got, expected = _call(winner, given), reference(board)
+            got, expected = call_part(winner, given), reference(board)
             if got != expected:
                 raise ExerciseError(
                     f"winner: for {what}, the board {_text(board)!r} (cells 0-8 row by row, '.' empty) as a "
@@ -106,7 +106,7 @@ def check_parse_move(parse_move) -> str:
     """05, part 2: the last complete <move>...</move> block, stripped, or None; linear time."""
     parser = _ttt().MoveParser()
     for reply, what in PARSE_CASES:
-        got, expected = _call(parse_move, reply), parser.parse(reply, last=True).move
+        got, expected = call_part(parse_move, reply), parser.parse(reply, last=True).move
         if got != expected:
             raise ExerciseError(f"parse_move: for {what}, {reply!r}, you returned {got!r}; expected {expected!r}.")
     check_fast_on_unclosed_tags(
@@ -147,7 +147,7 @@ def check_judge(judge) -> str:
     for reply, what in JUDGE_CASES:
         board = _board(JUDGE_BOARD)
         try:
-            got = _call(judge, reply, board)
+            got = call_part(judge, reply, board)
         except ExerciseError as error:
             if "digit" not in what:
                 raise
@@ -156,18 +156,20 @@ def check_judge(judge) -> str:
             ) from None
         expected = parser.judge(reply, _board(JUDGE_BOARD))
         if board != _board(JUDGE_BOARD):
-            raise ExerciseError(f"judge: for {what}, {_short(reply)}, you changed the board; only read it.")
+            raise ExerciseError(f"judge: for {what}, {short_repr(reply)}, you changed the board; only read it.")
         if not (isinstance(got, tuple) and len(got) == 2):
-            raise ExerciseError(f"judge: for {what}, {_short(reply)}, you returned {_short(got)}; expected a pair.")
+            raise ExerciseError(
+                f"judge: for {what}, {short_repr(reply)}, you returned {short_repr(got)}; expected a pair."
+            )
         if (got[0] is None) != (expected[0] is None) or got[0] != expected[0]:
             explain = "a legal move" if expected[0] is not None else "an invalid answer"
             raise ExerciseError(
-                f"judge: for {what}, {_short(reply)} on the board {JUDGE_BOARD!r} (O in 0, X in 4), you returned "
-                f"{_short(got)}; it is {explain}, expected {_short(expected)}."
+                f"judge: for {what}, {short_repr(reply)} on the board {JUDGE_BOARD!r} (O in 0, X in 4), you returned "
+                f"{short_repr(got)}; it is {explain}, expected {short_repr(expected)}."
             )
         if got[1] != expected[1]:
             raise ExerciseError(
-                f"judge: for {what}, {_short(reply)}, your problem text is {_short(got[1], 70)}; expected "
+                f"judge: for {what}, {short_repr(reply)}, your problem text is {short_repr(got[1], 70)}; expected "
                 f"{expected[1]!r} (the model reads it: the environment's message must say exactly this)."
             )
     return f"judge gives the right cell or the right problem for {len(JUDGE_CASES)} replies, a 5,000-digit one too."
@@ -188,7 +190,7 @@ def check_opponent_reply(opponent_reply) -> str:
     for prob in (0.0, 0.5, 1.0):
         for seed in range(40):
             board = list(centre)
-            got = _call(opponent_reply, board, prob, seed)
+            got = call_part(opponent_reply, board, prob, seed)
             if board != centre:
                 raise ExerciseError("opponent_reply: it changed the board it was given; return a cell, play nothing.")
             if got not in legal_moves(centre):
@@ -201,20 +203,20 @@ def check_opponent_reply(opponent_reply) -> str:
                     f"opponent_reply(board, 0.0, {seed}) with X in the centre played {got}, not an optimal move "
                     f"{best_moves(centre, 'O')}: at random_move_prob 0 play rng.choice(best_moves(board, 'O'))."
                 )
-            again = _call(opponent_reply, list(centre), prob, seed)
+            again = call_part(opponent_reply, list(centre), prob, seed)
             if again != got:
                 raise ExerciseError(
                     f"opponent_reply(board, {prob}, {seed}) with X in the centre played {got}, then {again} when "
                     "asked again: the same game and board must get the same reply (make the dice from game_seed "
                     "and the board)."
                 )
-    optimal = {_call(opponent_reply, list(centre), 0.0, seed) for seed in range(40)}
+    optimal = {call_part(opponent_reply, list(centre), 0.0, seed) for seed in range(40)}
     if len(optimal) < 4:
         raise ExerciseError(
             f"opponent_reply: at random_move_prob 0, over 40 game seeds, O answered X in the centre only with "
             f"{sorted(optimal)}; the four corners are optimal: choose among best_moves(board, 'O') uniformly."
         )
-    anywhere = {_call(opponent_reply, list(centre), 1.0, seed) for seed in range(40)}
+    anywhere = {call_part(opponent_reply, list(centre), 1.0, seed) for seed in range(40)}
     if not anywhere - set(best_moves(centre, "O")):
         raise ExerciseError(
             "opponent_reply: at random_move_prob 1, over 40 game seeds, O always played an optimal move; with "
@@ -223,7 +225,7 @@ def check_opponent_reply(opponent_reply) -> str:
     for text in OPPONENT_BOARDS:
         for prob in (0.0, 0.3, 0.7, 1.0):
             for seed in (0, 7, 123456789):
-                got = _call(opponent_reply, _board(text), prob, seed)
+                got = call_part(opponent_reply, _board(text), prob, seed)
                 expected = opponent_move(_board(text), "O", prob, _ttt().opponent_rng(seed, _board(text)))
                 if got != expected:
                     raise ExerciseError(
@@ -251,15 +253,15 @@ def check_make_games(make_games) -> str:
     make_rows = _ttt().make_rows
     for args in GAME_ARGS:
         call = "make_games(" + ", ".join(f"{k}={v!r}" for k, v in args.items()) + ")"
-        rows, expected = _call(make_games, **args), make_rows(**args)
+        rows, expected = call_part(make_games, **args), make_rows(**args)
         if not isinstance(rows, list) or len(rows) != len(expected):
-            raise ExerciseError(f"{call} returned {_short(rows)}; expected a list of {len(expected)} rows.")
+            raise ExerciseError(f"{call} returned {short_repr(rows)}; expected a list of {len(expected)} rows.")
         groups = args.get("num_groups", 10)
         low, high = args.get("min_random_move_prob", 0.0), args.get("max_random_move_prob", 1.0)
         for i, (row, want) in enumerate(zip(rows, expected)):
             if not isinstance(row, dict) or set(row) != set(want) or set(row.get("info") or {}) != set(want["info"]):
                 raise ExerciseError(
-                    f"{call}: row {i} is {_short(row, 80)}; expected the keys question, answer, info and in info: "
+                    f"{call}: row {i} is {short_repr(row, 80)}; expected the keys question, answer, info and in info: "
                     f"{', '.join(want['info'])}."
                 )
             info, prob = row["info"], row["info"]["random_move_prob"]
@@ -281,7 +283,7 @@ def check_make_games(make_games) -> str:
                     f"{call}: row {i} has model_starts {info['model_starts']} and the board {info['board']!r}; when O "
                     "starts, its first move is on the board, else the board is empty."
                 )
-        if _call(make_games, **args) != rows:
+        if call_part(make_games, **args) != rows:
             raise ExerciseError(
                 f"{call} returned other rows when called again: draw with your own random.Random(f'tictactoe:"
                 "{split}:{seed}'), never the global random module."
@@ -300,7 +302,7 @@ def check_make_games(make_games) -> str:
             if row != want:
                 key = next(k for k in want if row[k] != want[k])
                 raise ExerciseError(
-                    f"{call}: row {i} has {key} {_short(row[key], 70)}; expected {_short(want[key], 70)} "
+                    f"{call}: row {i} has {key} {short_repr(row[key], 70)}; expected {short_repr(want[key], 70)} "
                     "(question: first_user_message(board, model_starts); answer: '')."
                 )
     return f"make_games gives the reference's rows for {len(GAME_ARGS)} settings: who starts, seeds and strata."
@@ -328,7 +330,7 @@ def reward_parts(rubric, state: dict) -> dict:
         wanted = inspect.signature(func).parameters
         takes_all = any(p.kind == p.VAR_KEYWORD for p in wanted.values())
         parts[func.__name__] = float(
-            _call(func, **(offered if takes_all else {k: v for k, v in offered.items() if k in wanted}))
+            call_part(func, **(offered if takes_all else {k: v for k, v in offered.items() if k in wanted}))
         )
     return parts
 
@@ -353,9 +355,9 @@ def check_make_game_rubric(make_game_rubric) -> str:
     expected = [(f.__name__, w) for f, w in zip(reference.funcs, reference.weights)]
     for penalty in (None, 0.3):
         call = "make_game_rubric(parser)" if penalty is None else f"make_game_rubric(parser, penalty={penalty})"
-        rubric = _call(make_game_rubric, ttt.MoveParser(), **({} if penalty is None else {"penalty": penalty}))
+        rubric = call_part(make_game_rubric, ttt.MoveParser(), **({} if penalty is None else {"penalty": penalty}))
         if not isinstance(rubric, vf.Rubric):
-            raise ExerciseError(f"{call} returned {_short(rubric)}; expected a vf.Rubric.")
+            raise ExerciseError(f"{call} returned {short_repr(rubric)}; expected a vf.Rubric.")
         got = [(f.__name__, w) for f, w in zip(rubric.funcs, rubric.weights)]
         want = expected[:2] + [("any_invalid_move", -(penalty or 0.1))]
         if got[:3] != want:
@@ -463,24 +465,24 @@ def _check_tictactoe_env(env_class) -> str:
         eval_dataset=rows, system_prompt=ttt.SYSTEM_PROMPT, parser=ttt.MoveParser(), max_turns=ttt.MAX_TURNS
     )
     reference = ttt.TicTacToeEnv(rubric=ttt.make_rubric(ttt.MoveParser()), **settings)
-    env = _call(env_class, rubric=ttt.make_rubric(ttt.MoveParser()), **settings)
+    env = call_part(env_class, rubric=ttt.make_rubric(ttt.MoveParser()), **settings)
     rows = reference.get_eval_dataset()  # the rows with their prompts, as verifiers formats them
     row = next(r for r in rows if not r["info"]["model_starts"])
 
     def setup_state(state):
         return run_coroutine(env.setup_state(state))
 
-    mine = _call(setup_state, {"info": dict(row["info"])})
+    mine = call_part(setup_state, {"info": dict(row["info"])})
     theirs = run_coroutine(reference.setup_state({"info": dict(row["info"])}))
     for key in ["board", "model_starts", "random_move_prob", "game_seed", *GAME_KEYS[1:]]:  # GAME_KEYS[0]: board
         if not isinstance(mine, dict) or key not in mine or mine[key] != theirs[key]:
             got = mine.get(key, "no such key") if isinstance(mine, dict) else mine
             raise ExerciseError(
-                f"setup_state: for the row info {dict(row['info'])}, your state[{key!r}] is {_short(got)}; expected "
-                f"{_short(theirs[key])}."
+                f"setup_state: for the row info {dict(row['info'])}, your state[{key!r}] is {short_repr(got)}; "
+                f"expected {short_repr(theirs[key])}."
             )
     cell = next(i for i in range(9) if mine["board"][i] is None)
-    _call(env.play_turn, f"<move>{cell}</move>", mine)  # the stub's TODO surfaces here, before any rollout
+    call_part(env.play_turn, f"<move>{cell}</move>", mine)  # the stub's TODO surfaces here, before any rollout
 
     for name, make_player in _players().items():
         for r in rows:
@@ -494,8 +496,8 @@ def _check_tictactoe_env(env_class) -> str:
             for turn, (said, want) in enumerate(zip(heard, wanted)):
                 if said != want:
                     raise ExerciseError(
-                        f"play_turn: in {game}, after the replies {_short(replies[: turn + 1], 120)}, your environment "
-                        f"said {_short(said, 120)}; the reference said {_short(want, 120)}."
+                        f"play_turn: in {game}, after the replies {short_repr(replies[: turn + 1], 120)}, your "
+                        f"environment said {short_repr(said, 120)}; the reference said {short_repr(want, 120)}."
                     )
             if len(heard) != len(wanted) or got["stop_condition"] != expected["stop_condition"]:
                 raise ExerciseError(
@@ -507,8 +509,8 @@ def _check_tictactoe_env(env_class) -> str:
             for key in GAME_KEYS:
                 if got.get(key) != expected[key]:
                     raise ExerciseError(
-                        f"play_turn: in {game}, after the replies {_short(replies, 120)}, your state[{key!r}] is "
-                        f"{_short(got.get(key))}; the reference's is {_short(expected[key])}."
+                        f"play_turn: in {game}, after the replies {short_repr(replies, 120)}, your state[{key!r}] is "
+                        f"{short_repr(got.get(key))}; the reference's is {short_repr(expected[key])}."
                     )
     over = run_coroutine(_play(env, rows[0], _players()["expert"]))
     before = {key: repr(over[key]) for key in GAME_KEYS}
@@ -545,8 +547,8 @@ def compare_games(mine, reference, games: int = 4, players: dict | None = None) 
             yours, theirs = (row["info"][key] if key != "prompt" else row["prompt"][-1]["content"] for row in (a, b))
             part = "opponent_reply, which make_games calls for O's opening move" if key == "board" else "make_games"
             raise ExerciseError(
-                f"evaluation game {i} differs before anyone plays: its {key} is {_short(yours)} in yours, "
-                f"{_short(theirs)} in the reference's ({part}; load both with the same arguments)."
+                f"evaluation game {i} differs before anyone plays: its {key} is {short_repr(yours)} in yours, "
+                f"{short_repr(theirs)} in the reference's ({part}; load both with the same arguments)."
             )
     table = []
     for row in rows[1]:

@@ -16,6 +16,7 @@ import dis
 import importlib
 import inspect
 import linecache
+import math
 import re
 import shutil
 import sys
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from course_lib.exercises import ExerciseError
+from course_lib.exercise_mechanism import ExerciseError
 from course_lib.offline import OfflineClient, run_coroutine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,6 +163,17 @@ def score(env, replies: dict, items: int) -> pd.DataFrame:
         return table
 
     return pd.DataFrame(run_coroutine(play()), columns=["item", "reply", "reward"])
+
+
+def same_rewards(env, reference, players: dict, part: str, yours: str, hint: str = "", items: int = 3) -> None:
+    """Raise, naming the first item and player (a reply maker, or a client) where `env` and `reference` score
+    differently on their first `items` items (an exercise check's comparison; `compare` shows a table)."""
+    mine, theirs = (score(e, players, items).itertuples(index=False) for e in (env, reference))
+    for (item, kind, got), (_, _, want) in zip(mine, theirs):
+        if not math.isclose(got, want, abs_tol=1e-9):
+            raise ExerciseError(
+                f"{part}: for item {item}, with '{kind}', {yours} gives {got:.4f}, the reference {want:.4f}{hint}"
+            )
 
 
 def compare(mine, reference, replies: dict, items: int = 5) -> pd.DataFrame:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib import exercises
+from course_lib import exercise_mechanism, exercises
 
 NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
 
@@ -31,7 +31,7 @@ WRONG = [  # part, a wrong version (the bug it stands for)
 def test_a_wrong_answer_fails_with_one_sentence_naming_the_part(name, wrong):
     _, check = exercises.WORKSHOP[name]
     wrong.__name__ = name  # as the learner's function is named
-    with pytest.raises(exercises.ExerciseError) as error:
+    with pytest.raises(exercise_mechanism.ExerciseError) as error:
         check(wrong)
     assert str(error.value).startswith(f"{name}(") and len(str(error.value)) > 40
 
@@ -49,7 +49,7 @@ def test_games_needed_waits_for_an_answer_then_checks_it(capsys):
     assert "Correct" in capsys.readouterr().out
     exercises.check_games_needed(None)  # "Run All" with no answer goes on
     assert "Not answered yet" in capsys.readouterr().out
-    with pytest.raises(exercises.ExerciseError):
+    with pytest.raises(exercise_mechanism.ExerciseError):
         exercises.check_games_needed(96)  # the Wald interval's answer
 
 

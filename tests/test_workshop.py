@@ -15,7 +15,7 @@ import sys
 import pytest
 import verifiers as vf
 
-from course_lib import exercises, workshop
+from course_lib import exercise_mechanism, exercises, workshop
 from course_lib.profiles import PROFILES
 
 NOTEBOOKS = sorted({notebook for notebook, _ in exercises.WORKSHOP.values()})
@@ -26,7 +26,7 @@ def parts(notebook: str) -> list[str]:
 
 
 def cells(notebook: str, tag: str) -> list[dict]:
-    found = json.loads((exercises.NOTEBOOKS / notebook).read_text())["cells"]
+    found = json.loads((exercise_mechanism.NOTEBOOKS / notebook).read_text())["cells"]
     return [cell for cell in found if tag in cell["metadata"].get("tags", [])]
 
 
@@ -36,11 +36,11 @@ def notebook_namespace(notebook: str, parts_from: str = "solutions") -> dict:
     namespace = {"__name__": f"notebook{notebook[:2]}"}
     for tag in ("workshop", "exercise"):
         for cell in cells(notebook, tag):
-            exercises.run_source("".join(cell["source"]), namespace, f"<{notebook[:2]} cell {cell['id']}>")
+            exercise_mechanism.run_source("".join(cell["source"]), namespace, f"<{notebook[:2]} cell {cell['id']}>")
     if parts_from == "solutions":
         for name in parts(notebook):
-            code = exercises.solution_source(notebook, name)
-            exercises.run_source(code, namespace, f"<solution of {name}>")
+            code = exercise_mechanism.solution_source(notebook, name)
+            exercise_mechanism.run_source(code, namespace, f"<solution of {name}>")
     return namespace
 
 
@@ -48,7 +48,7 @@ def write_and_load(notebook: str, namespace: dict) -> dict:
     """Run the notebook's own package cells (write, load, check_environment) in `namespace`."""
     namespace.update(exercises=exercises, workshop=workshop, vf=vf, profile=PROFILES["smoke"])
     for cell in cells(notebook, "package"):
-        exercises.run_source("".join(cell["source"]), namespace, f"<{notebook[:2]} package cell {cell['id']}>")
+        exercise_mechanism.run_source("".join(cell["source"]), namespace, f"<{notebook[:2]} package cell {cell['id']}>")
     return namespace
 
 
@@ -72,7 +72,7 @@ def test_each_part_has_a_stub_then_its_check_then_a_collapsed_solution(notebook)
     or a solution that is a code cell (it would run over the learner's code)."""
     order = [
         (cell["cell_type"], tag, "".join(cell["source"]))
-        for cell in json.loads((exercises.NOTEBOOKS / notebook).read_text())["cells"]
+        for cell in json.loads((exercise_mechanism.NOTEBOOKS / notebook).read_text())["cells"]
         for tag in cell["metadata"].get("tags", [])
         if tag in ("exercise", "check", "solution")
     ]
@@ -104,7 +104,7 @@ def test_run_all_without_input_goes_on_with_the_solutions(notebook, capsys):
     namespace = notebook_namespace(notebook, parts_from="stubs")
     for name in parts(notebook):
         namespace[name] = exercises.check(namespace[name])
-        assert exercises.STATUS[name] == "the solution"
+        assert exercise_mechanism.STATUS[name] == "the solution"
         assert "not done yet" in capsys.readouterr().out
         assert namespace[name] is not None
 
@@ -224,8 +224,8 @@ def test_a_wrong_part_fails_with_one_sentence(wrong):
     code, words = WRONG[wrong]
     name = next(name for name in exercises.WORKSHOP if f"def {name}(" in code or f"class {name}(" in code)
     namespace = notebook_namespace(exercises.WORKSHOP[name][0])
-    exercises.run_source(code, namespace, f"<wrong: {wrong}>")
-    with pytest.raises(exercises.ExerciseError) as error:
+    exercise_mechanism.run_source(code, namespace, f"<wrong: {wrong}>")
+    with pytest.raises(exercise_mechanism.ExerciseError) as error:
         exercises.check(namespace[name])
     message = str(error.value)
     assert words in message and "\n" not in message and "Traceback" not in message, message
@@ -276,7 +276,7 @@ def test_a_wrong_part_in_the_package_is_caught_by_the_comparison(tmp_path, monke
     monkeypatch.setattr(workshop, "MY_ENVS", tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
     namespace = notebook_namespace("02_single_turn_env.ipynb")
-    exercises.run_source(WRONG["a format weight of 1"][0], namespace, "<wrong rubric>")
+    exercise_mechanism.run_source(WRONG["a format weight of 1"][0], namespace, "<wrong rubric>")
     write_and_load("02_single_turn_env.ipynb", namespace)
     table = workshop.compare(
         vf.load_environment("my-reverse-text"), vf.load_environment("reverse-text"), exercises.CHECK_REPLIES, 2
@@ -288,12 +288,12 @@ def test_a_part_that_uses_the_course_is_refused(tmp_path, monkeypatch):
     """Catches: a package that only works inside the course repository."""
     monkeypatch.setattr(workshop, "MY_ENVS", tmp_path)
     namespace = notebook_namespace("02_single_turn_env.ipynb")
-    exercises.run_source(
+    exercise_mechanism.run_source(
         "def lcs_ratio(prediction, target):\n    return reverse_text.lcs_ratio(prediction, target)\n",
         namespace,
         "<wrong: uses the course>",
     )
-    with pytest.raises(exercises.ExerciseError, match="a module of the course"):
+    with pytest.raises(exercise_mechanism.ExerciseError, match="a module of the course"):
         workshop.write_package("my_reverse_text", [namespace["lcs_ratio"]])
 
 
@@ -307,11 +307,11 @@ def test_the_experiment_answers_are_checked(capsys):
     exercises.check_noise_floor(None)
     assert "Not answered yet" in capsys.readouterr().out
     exercises.check_noise_floor(round(share, 1))
-    with pytest.raises(exercises.ExerciseError):
+    with pytest.raises(exercise_mechanism.ExerciseError):
         exercises.check_noise_floor(0.3)  # the height of the grey line, not the share where the curve crosses it
     table = pd.DataFrame({"changed_answer": [1.0, 0.0, 0.0, 1.0, 0.0]})
     exercises.check_changed_share(0.4, table)
-    with pytest.raises(exercises.ExerciseError):
+    with pytest.raises(exercise_mechanism.ExerciseError):
         exercises.check_changed_share(2, table)  # a count, not a share
 
 
@@ -321,7 +321,7 @@ def test_the_turn_cap_experiment_of_04_is_checked(capsys):
     collapsed right after it."""
     from course_lib.exercises_tools import check_turns_needed
 
-    found = json.loads((exercises.NOTEBOOKS / "04_tool_env.ipynb").read_text())["cells"]
+    found = json.loads((exercise_mechanism.NOTEBOOKS / "04_tool_env.ipynb").read_text())["cells"]
     (at,) = [i for i, c in enumerate(found) if "check_turns_needed(answer)" in "".join(c["source"])]
     source, after = "".join(found[at]["source"]), found[at + 1]
     assert found[at]["cell_type"] == "code" and "check" in found[at]["metadata"].get("tags", [])
@@ -338,7 +338,7 @@ def test_the_turn_cap_experiment_of_04_is_checked(capsys):
     check_turns_needed(int(stated.group(1)))  # the worked answer passes
     assert capsys.readouterr().out.startswith("Correct: 4.")
     for wrong in (3, 1, 5, 8, "4", True, 0):  # cut off before the answer; not the fewest; the default; text; a bool
-        with pytest.raises(exercises.ExerciseError) as error:
+        with pytest.raises(exercise_mechanism.ExerciseError) as error:
             check_turns_needed(wrong)
         message = str(error.value)
         assert message.startswith("the turns needed: ") and "\n" not in message, message
@@ -347,5 +347,7 @@ def test_the_turn_cap_experiment_of_04_is_checked(capsys):
 @pytest.mark.parametrize("notebook", [n for n in NOTEBOOKS if n[:2] in ("02", "03", "04", "05")])
 def test_the_workshop_notebooks_print_no_library_source(notebook):
     """The learner reads their own code in the cells; library source printouts are out."""
-    sources = "".join("".join(c["source"]) for c in json.loads((exercises.NOTEBOOKS / notebook).read_text())["cells"])
+    sources = "".join(
+        "".join(c["source"]) for c in json.loads((exercise_mechanism.NOTEBOOKS / notebook).read_text())["cells"]
+    )
     assert "getsource" not in sources and "_answer_pending" not in sources

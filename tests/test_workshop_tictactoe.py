@@ -15,7 +15,7 @@ import pytest
 import verifiers as vf
 from test_workshop import load_alone, notebook_namespace, parts, write_and_load
 
-from course_lib import exercises, exercises_tictactoe, workshop
+from course_lib import exercise_mechanism, exercises, exercises_tictactoe, workshop
 
 NOTEBOOK = "05_tictactoe_env.ipynb"
 
@@ -179,13 +179,13 @@ CLASS_WRONG = {
 
 
 def wrong_class(namespace: dict, old: str, new: str) -> None:
-    code = exercises.solution_source(NOTEBOOK, "TicTacToeEnv").replace('"', "'")
+    code = exercise_mechanism.solution_source(NOTEBOOK, "TicTacToeEnv").replace('"', "'")
     assert old in code, old
-    exercises.run_source(code.replace(old, new), namespace, "<wrong class>")
+    exercise_mechanism.run_source(code.replace(old, new), namespace, "<wrong class>")
 
 
 def fails_with_one_sentence(namespace: dict, name: str, words: str) -> str:
-    with pytest.raises(exercises.ExerciseError) as error:
+    with pytest.raises(exercise_mechanism.ExerciseError) as error:
         exercises.check(namespace[name])
     message = str(error.value)
     assert words in message and "\n" not in message and "Traceback" not in message, message
@@ -198,7 +198,7 @@ def test_a_wrong_part_fails_with_one_sentence(wrong):
     code, words = WRONG[wrong]
     name = next(name for name in parts(NOTEBOOK) if f"def {name}(" in code)
     namespace = notebook_namespace(NOTEBOOK)
-    exercises.run_source(code, namespace, f"<wrong: {wrong}>")
+    exercise_mechanism.run_source(code, namespace, f"<wrong: {wrong}>")
     message = fails_with_one_sentence(namespace, name, words)
     if "int()" in wrong:  # the sentence says what to do about it, not only what went wrong
         assert message.endswith("Compare the digits as text first: int() refuses over 4,300 digits."), message
@@ -217,7 +217,7 @@ def test_the_learner_writes_at_least_90_lines():
     lines = [
         line
         for name in parts(NOTEBOOK)
-        for line in exercises.solution_source(NOTEBOOK, name).splitlines()
+        for line in exercise_mechanism.solution_source(NOTEBOOK, name).splitlines()
         if line.strip() and not line.strip().startswith(("#", '"""'))
     ]
     assert len(lines) >= 90, len(lines)
@@ -251,7 +251,7 @@ def test_a_wrong_part_in_the_package_is_named_by_the_comparison(tmp_path, monkey
 
     def compare_with(code: str):
         namespace = notebook_namespace(NOTEBOOK)
-        exercises.run_source(code, namespace, "<wrong part>")
+        exercise_mechanism.run_source(code, namespace, "<wrong part>")
         write_and_load(NOTEBOOK, namespace)
         capsys.readouterr()
         return exercises_tictactoe.compare_games(
@@ -261,7 +261,7 @@ def test_a_wrong_part_in_the_package_is_named_by_the_comparison(tmp_path, monkey
         )
 
     trap = "def opponent_reply(board, random_move_prob, game_seed):\n    return best_moves(board, OPPONENT)[0]\n"
-    with pytest.raises(exercises.ExerciseError, match="its board is .*opponent_reply, which make_games calls"):
+    with pytest.raises(exercise_mechanism.ExerciseError, match="its board is .*opponent_reply, which make_games calls"):
         compare_with(trap)  # the first-move trap: O's opening move already differs
     sign = WRONG["a reward off by a sign"][0]
     table = compare_with(sign)
@@ -277,5 +277,5 @@ def test_the_penalty_experiment_is_checked(capsys):
     exercises_tictactoe.check_penalty_threshold(0.46)
     assert "Correct" in capsys.readouterr().out
     for wrong in (0.5, 0.1, "0.46"):  # the format part forgotten; the course's penalty; a string
-        with pytest.raises(exercises.ExerciseError):
+        with pytest.raises(exercise_mechanism.ExerciseError):
             exercises_tictactoe.check_penalty_threshold(wrong)
