@@ -6,6 +6,8 @@ the notebook uses (`run_check`):
 - the learner's part when it passes ("Correct: ...");
 - the notebook's own solution while the stub still raises TODO ("not done yet: continuing with
   the solution"), so that "Run All", CI and `make course` run the notebook without any input;
+- for a class with some methods written and others still TODO, the learner's methods with only the
+  missing ones taken from the solution, checked together; the message names the methods taken;
 - nothing when the part is wrong: it stops with one sentence (ExerciseError) naming the part, an
   example input, what came back and what was expected; never a traceback.
 The solution is a collapsed markdown block (<details>, tagged "solution") AFTER the check, so
@@ -20,12 +22,13 @@ import json
 import linecache
 import re
 import time
+import types
 from pathlib import Path
 
 import numpy as np
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-STATUS: dict[str, str] = {}  # part -> "yours" or "the solution": what the notebook went on with
+STATUS: dict[str, str] = {}  # part -> "yours", "the solution" or "yours, with <methods> from the solution"
 
 
 class ExerciseError(AssertionError):
@@ -64,26 +67,83 @@ def first_function(part):
 
 def run_check(part, notebook: str, check_part):
     """Check the learner's `part` with `check_part`; return what the notebook goes on with: the part
-    when it is right, the notebook's solution while its stub raises TODO. When it is wrong, raise
-    ExerciseError: one sentence naming the part, an example input and what was expected."""
+    when it is right, the notebook's solution while its stub raises TODO, and for a class with some
+    methods written and others TODO, the learner's methods with only the missing ones from the solution,
+    checked together. When it is wrong, raise ExerciseError: one sentence naming the part, an example
+    input and what was expected."""
     name = part.__name__
-    code = first_function(part).__code__
+    namespace = first_function(part).__globals__  # the notebook's names
+    missing = todo_methods(part) if isinstance(part, type) else []
+    if 0 < len(missing) < len(own_methods(part)):  # a class half done: the learner's methods, the rest given
+        run_source(solution_source(notebook, name), namespace, f"<solution of {name}>")
+        namespace[name] = completed_class(part, namespace[name], missing)
+        return check_half_done(namespace[name], check_part, missing)
+    from_solution = first_function(part).__code__.co_filename.startswith("<solution of")  # the cell run again
     try:
         message = check_part(part)
     except NotImplementedError as error:
         if not is_todo(error):
             raise
-        namespace = first_function(part).__globals__  # the notebook's names
         run_source(solution_source(notebook, name), namespace, f"<solution of {name}>")
-        part = namespace[name]
-        check_part(part)
+        check_part(namespace[name])
         STATUS[name] = "the solution"
         print(f"{name}: not done yet, so the notebook continues with the solution (expand it below).")
-        return part
-    from_solution = code.co_filename.startswith("<solution of")  # the check cell run a second time
+        return namespace[name]
     STATUS[name] = "the solution" if from_solution else "yours"
     print(f"Correct: {message}" + (" (the solution's, not yours yet)" if from_solution else ""))
     return part
+
+
+def check_half_done(part: type, check_part, missing: list[str]) -> type:
+    """Check a class whose methods `missing` came from the solution; the message names them."""
+    taken = f"{', '.join(missing)} from the solution (still TODO in yours)"
+    try:
+        message = check_part(part)
+    except ExerciseError as error:
+        raise ExerciseError(f"{str(error).rstrip('.')} (with {taken}).") from None
+    STATUS[part.__name__] = f"yours, with {', '.join(missing)} from the solution"
+    print(f"Correct so far: {message} Your methods pass, with {taken}.")
+    return part
+
+
+def own_methods(cls: type) -> dict:
+    """The functions a class defines itself (not inherited), by name."""
+    return {name: value for name, value in vars(cls).items() if inspect.isfunction(value)}
+
+
+def todo_methods(cls: type) -> list[str]:
+    """The methods of `cls` whose body still raises NotImplementedError("TODO ...")."""
+    return [
+        name
+        for name, method in own_methods(cls).items()
+        if "NotImplementedError" in method.__code__.co_names
+        and any(isinstance(c, str) and c.startswith("TODO") for c in method.__code__.co_consts)
+    ]
+
+
+def completed_class(part: type, solution: type, missing: list[str]) -> type:
+    """The learner's class with the methods named in `missing` taken from the solution's class. Every method is
+    copied so that its zero-argument super() means the new class (it meant the class it was written in)."""
+    namespace = {key: value for key, value in vars(part).items() if key not in ("__dict__", "__weakref__")}
+    namespace |= {name: vars(solution)[name] for name in missing if name in vars(solution)}
+    completed = type(part)(part.__name__, part.__bases__, namespace)
+    for name, method in own_methods(completed).items():
+        setattr(completed, name, with_class_cell(method, completed))
+    return completed
+
+
+def with_class_cell(func, cls: type):
+    """A copy of `func` whose `__class__` (what zero-argument super() reads) is `cls`."""
+    if "__class__" not in func.__code__.co_freevars:
+        return func
+    cells = tuple(
+        types.CellType(cls) if var == "__class__" else cell
+        for var, cell in zip(func.__code__.co_freevars, func.__closure__)
+    )
+    copy = types.FunctionType(func.__code__, func.__globals__, func.__name__, func.__defaults__, cells)
+    copy.__kwdefaults__, copy.__qualname__ = func.__kwdefaults__, func.__qualname__
+    copy.__dict__.update(func.__dict__)  # what decorators such as @vf.stop marked
+    return copy
 
 
 def short_repr(value, width: int = 60) -> str:

@@ -676,4 +676,4 @@ def check(part):
 def report() -> None:
     """Which parts are the learner's and which the solution's."""
     for name, used in STATUS.items():
-        print(f"{name:<20} {'yours' if used == 'yours' else 'not done yet: the solution was used'}")
+        print(f"{name:<20} {'not done yet: the solution was used' if used == 'the solution' else used}")

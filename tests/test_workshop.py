@@ -7,6 +7,7 @@ vf.load_environment, pass check_environment and score like the reference. The so
 cells and the package cells are read from the notebooks, so they cannot drift.
 """
 
+import ast
 import json
 import re
 import subprocess
@@ -230,6 +231,56 @@ def test_a_wrong_part_fails_with_one_sentence(wrong):
     message = str(error.value)
     assert words in message and "\n" not in message and "Traceback" not in message, message
     assert error.value._render_traceback_() == [f"✗ {message}"]  # what Jupyter shows: one line
+
+
+def half_done(notebook: str, name: str, written: str) -> str:
+    """The solution of class `name` with every method but `written` back to its TODO stub."""
+    code = exercise_mechanism.solution_source(notebook, name)
+    lines = code.splitlines()
+    (cls,) = [node for node in ast.parse(code).body if isinstance(node, ast.ClassDef) and node.name == name]
+    for node in reversed(cls.body):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name != written:
+            indent = " " * node.body[0].col_offset
+            lines[node.body[0].lineno - 1 : node.end_lineno] = [f'{indent}raise NotImplementedError("TODO: {name}")']
+    return "\n".join(lines) + "\n"
+
+
+HALF_DONE = [  # notebook, class, the one method the learner wrote
+    ("03_multi_turn_env.ipynb", "DoubleCheckEnv", "env_response"),
+    ("04_tool_env.ipynb", "WikiSessionEnv", "__init__"),  # the solution's methods call super(): they must still work
+    ("05_tictactoe_env.ipynb", "TicTacToeEnv", "play_turn"),
+]
+
+
+@pytest.mark.parametrize("notebook, name, written", HALF_DONE, ids=[name for _, name, _ in HALF_DONE])
+def test_a_half_done_class_is_checked_with_the_learners_methods(notebook, name, written, capsys):
+    """Catches: a class with one method left TODO replaced whole by the solution, so that the methods the
+    learner did write are never run."""
+    namespace = notebook_namespace(notebook)  # the parts before it done
+    exercise_mechanism.run_source(half_done(notebook, name, written), namespace, f"<half done: {name}>")
+    learners = vars(namespace[name])[written]
+    got = exercises.check(namespace[name])
+    taken = [m for m in exercise_mechanism.own_methods(got) if m != written and not m.startswith("__")]
+    said = capsys.readouterr().out
+    assert said.startswith("Correct so far: ") and f"with {', '.join(taken)} from the solution" in said, said
+    assert vars(got)[written].__code__ is learners.__code__, "the learner's method is the one checked and kept"
+    assert exercise_mechanism.STATUS[name] == f"yours, with {', '.join(taken)} from the solution"
+    assert namespace[name] is got
+
+
+def test_a_wrong_method_of_a_half_done_class_fails_and_names_what_came_from_the_solution():
+    """Catches: a half-done class whose written method is wrong but passes because the solution's stands in."""
+    notebook, name = "05_tictactoe_env.ipynb", "TicTacToeEnv"
+    namespace = notebook_namespace(notebook)
+    wrong = half_done(notebook, name, "setup_state").replace(
+        "[[OPPONENT, cell] for cell in range(9) if board[cell] == OPPONENT]", "[]"
+    )
+    exercise_mechanism.run_source(wrong, namespace, "<half done, wrong>")
+    with pytest.raises(exercise_mechanism.ExerciseError) as error:
+        exercises.check(namespace[name])
+    message = str(error.value)
+    assert message.startswith("setup_state: for the row info") and "\n" not in message, message
+    assert message.endswith("(with play_turn, max_turns_reached from the solution (still TODO in yours)).")
 
 
 REFERENCE = {"02_single_turn_env.ipynb": "reverse-text", "03_multi_turn_env.ipynb": "double-check"}
