@@ -140,6 +140,9 @@ PARSE_CASES = [  # reply, what parse_reversed must return, what the case is
     ("<reversed_text>\n.owt enil\n.eno enil\n</reversed_text>", ".owt enil\n.eno enil", "a block over two lines"),
     ("<reversed_text>first</reversed_text> <reversed_text>second</reversed_text>", "first", "two blocks"),
     ("<reversed_text></reversed_text>", "", "an empty block (a block: '', not None)"),
+    ('<reversed_text>:dias ehs ;"!ih" ?yhw</reversed_text>', ':dias ehs ;"!ih" ?yhw', "the texts' punctuation"),
+    ("<reversed_text>2 > 1 dna 3 < 4</reversed_text>", "2 > 1 dna 3 < 4", "< and > inside the block"),
+    ("<reversed_text>!ölleh «,ąbąż»</reversed_text>", "!ölleh «,ąbąż»", "letters beyond ASCII"),
     ("!dlrow ,olleH", None, "no tags at all"),
     ("<reversed_text>!dlrow ,olleH", None, "a block that is never closed"),
     ("</reversed_text>!dlrow ,olleH<reversed_text>", None, "the tags the wrong way round"),
@@ -307,6 +310,7 @@ def check_load_environment(load_environment) -> str:
         )
     hint = ": do you pass your parser and rubric to vf.SingleTurnEnv?"
     workshop.same_rewards(env, reference, CHECK_REPLIES, call, "your environment", hint)
+    workshop.same_arguments(env, reference, call)
     return "load_environment: the reference's rows for a seed, and the same rewards for the same replies."
 
 
@@ -457,21 +461,26 @@ def check_triple_check_env(env_class) -> str:
     )
     replies = Scripted(["\\boxed{1}", "\\boxed{2}", "\\boxed{3}", "\\boxed{4}"])
     state = run_coroutine(env.rollout(env.get_eval_dataset()[0], replies, "scripted", {}))
-    answers = sum(m["role"] == "assistant" for m in state["completion"])
+    roles = [m["role"] for m in state["completion"]]
     asked = [m["content"] for m in state["completion"] if m["role"] == "user"]
-    if answers != 3:
+    if roles.count("assistant") != 3:
         raise ExerciseError(
-            f"TripleCheckEnv: the model answered {answers} times, expected 3. Is the inherited @vf.stop "
-            "answered_twice still active? A stop condition is found by its decorator: override answered_twice "
-            "with a plain method that returns False, and add your own @vf.stop for three answers."
-        )
-    if len(asked) != 2 or asked[0] == asked[1]:
-        raise ExerciseError(
-            f"TripleCheckEnv: the follow-ups were {asked}: ask 'Are you sure?' after the first answer and a "
-            "different question after the second (count the trajectory to know which turn it is)."
+            f"TripleCheckEnv: the model answered {roles.count('assistant')} times, expected 3. Is the inherited "
+            "@vf.stop answered_twice still active? A stop condition is found by its decorator: override "
+            "answered_twice with a plain method that returns False, and add your own @vf.stop for three answers."
         )
     if state["stop_condition"] == "answered_twice":
         raise ExerciseError("TripleCheckEnv: the rollout stopped by answered_twice; add your own @vf.stop.")
+    second = asked[1] if len(asked) == 2 else ""
+    if (
+        roles != ["assistant", "user"] * 2 + ["assistant"]
+        or asked[0] != double_check.ARE_YOU_SURE
+        or not (isinstance(second, str) and second.strip() and second != asked[0])
+    ):
+        raise ExerciseError(
+            f"TripleCheckEnv: the conversation after the question was {roles} with the follow-ups {asked}; expected "
+            f"answer, {double_check.ARE_YOU_SURE!r}, answer, one different question, answer, and nothing else."
+        )
     return f"TripleCheckEnv: three answers; follow-ups {asked}; stopped by {state['stop_condition']}."
 
 

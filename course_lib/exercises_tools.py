@@ -70,6 +70,12 @@ def check_view_sections(view_sections) -> str:
         got = _tool_text(view_sections, asked)
         lines = re.findall(r"^- ([a-z0-9-]+): (.*)$", got, re.MULTILINE)
         expected = [(s["section_id"], s["title"]) for s in page["sections"]]
+        texts = [s["section_id"] for s in page["sections"] if s["text"] in got]
+        if texts:
+            raise ExerciseError(
+                f"view_sections({asked!r}) returned the text of the sections {texts}; list each section's id and "
+                "title only (read_section is the tool that reads one)."
+            )
         if lines != expected or f"page_id: {page_id}" not in got:
             raise ExerciseError(
                 f"view_sections({asked!r}) returned {short_repr(got, 90)}; expected a text with 'page_id: {page_id}' "
@@ -97,6 +103,14 @@ def check_read_section(read_section) -> str:
             raise ExerciseError(
                 f"read_section{asked!r} returned {short_repr(got, 90)}; expected a text that holds the section's text "
                 f"({short_repr(section['text'], 50)}); look both ids up with slug(), so that titles and capitals work."
+            )
+        others = [
+            s["section_id"] for s in wiki.load_pages()[page_id]["sections"] if s is not section and s["text"] in got
+        ]
+        if others:
+            raise ExerciseError(
+                f"read_section{asked!r} also returned the text of the sections {others}: return one section, the one "
+                "asked for (a whole page costs the model's context and gives the answer away unread)."
             )
     _documented(read_section)
     _error_naming(read_section, ("honeybees", "colony"), "an unknown page", "search_pages", "names search_pages")
@@ -152,6 +166,11 @@ REWARD_CASES = [  # completion, gold answer, what the case is
     ([_assistant("It has 1922 keys.")], "22", "the gold number inside a longer one"),
     ([_assistant("drones " + "and more words " * 14)], "drones", "a 43-word reply that holds the answer"),
     ([_assistant(None, ("search_pages", {"query": "drones"}))], "drones", "a rollout that ended on a tool call"),
+    (
+        [_assistant("They are drones.", ("read_section", {"page_id": "honeybee", "section_id": "drones"}))],
+        "drones",
+        "a rollout that ended on a tool call with text (the turn cap cut it before the result)",
+    ),
     (
         [_assistant("The answer is drones."), {"role": "tool", "tool_call_id": "c", "content": "drones"}],
         "drones",
@@ -244,6 +263,13 @@ def check_load_wiki_environment(load_wiki_environment) -> str:
             f"{call}: a call to a tool that does not exist is answered with {short_repr(message)}; pass "
             "error_formatter=format_tool_error, which names the tools."
         )
+    workshop.same_arguments(env, reference, call)
+    capped = "load_wiki_environment(max_turns=3, num_eval_examples=5, seed=1)"
+    workshop.same_arguments(
+        call_part(load_wiki_environment, max_turns=3, num_eval_examples=5, seed=1),
+        wiki.load_environment(max_turns=3, num_eval_examples=5, seed=1),
+        capped,
+    )
     hint = ": is correct_answer the rubric's only function, with weight 1.0?"
     workshop.same_rewards(env, reference, check_players(), call, "your environment", hint)
     return f"{call}: the reference's questions, the three tools, and the same rewards for the same players."

@@ -233,6 +233,199 @@ def test_a_wrong_part_fails_with_one_sentence(wrong):
     assert error.value._render_traceback_() == [f"✗ {message}"]  # what Jupyter shows: one line
 
 
+MUTANTS = {  # a wrong part made from its solution: part, a line of it, what replaces the line, words of the sentence
+    "parse_reversed stops at the first <": (
+        "parse_reversed",
+        "end = text.find(closing, start)",
+        'end = text.find("<", start)',
+        "parse_reversed: for < and > inside the block",
+    ),
+    "parse_reversed refuses punctuation a text may hold": (
+        "parse_reversed",
+        "    return text[start:end].strip()",
+        "    content = text[start:end].strip()\n"
+        '    return content if all(c.isalnum() or c.isspace() or c in ".,!?\'" for c in content) else None',
+        "parse_reversed: for the texts' punctuation",
+    ),
+    "lcs_ratio divides by the target twice": (
+        "lcs_ratio",
+        "total = len(prediction) + len(target)",
+        "total = 2 * len(target)",
+        "lcs_ratio: for a reversal with one character lost",
+    ),
+    "lcs_reward gives None without a block": (
+        "lcs_reward",
+        "        return 0.0",
+        "        return None",
+        "you returned None",
+    ),
+    "lcs_reward scores the whole reply": (
+        "lcs_reward",
+        "    parsed = parser.parse_answer(completion)",
+        '    parsed = completion[-1]["content"]',
+        "lcs_reward: for the reply",
+    ),
+    "make_rubric without the format reward": (
+        "make_rubric",
+        "funcs=[lcs_reward, format_reward], weights=[1.0, 0.2]",
+        "funcs=[lcs_reward], weights=[1.0]",
+        "make_rubric: your rubric's functions and weights are",
+    ),
+    "make_rubric with the format as a metric": (
+        "make_rubric",
+        "weights=[1.0, 0.2]",
+        "weights=[1.0, 0.0]",
+        "make_rubric: your rubric's functions and weights are",
+    ),
+    "load_environment drops the system prompt": (
+        "load_environment",
+        "system_prompt=system_prompt,",
+        "",
+        "the prompt starts with",
+    ),
+    "final_answer always keeps the first answer": (
+        "final_answer",
+        '    return last if last is not None else state.get("first_answer")',
+        '    return state.get("first_answer")',
+        "final_answer: for two answers",
+    ),
+    "final_answer reads the first reply": (
+        "final_answer",
+        "PARSER.parse_answer(completion)",
+        "PARSER.parse_answer(completion[:1])",
+        "final_answer: for two answers",
+    ),
+    "TripleCheckEnv asks its questions the wrong way round": (
+        "TripleCheckEnv",
+        'if len(state["trajectory"]) == 1:',
+        'if len(state["trajectory"]) == 2:',
+        "TripleCheckEnv: the conversation after the question was",
+    ),
+    "TripleCheckEnv asks the same question twice": (
+        "TripleCheckEnv",
+        '"Last chance: what is your final answer?"',
+        "ARE_YOU_SURE",
+        "TripleCheckEnv: the conversation after the question was",
+    ),
+    "TripleCheckEnv adds a follow-up the task never asks for": (
+        "TripleCheckEnv",
+        '[vf.UserMessage(content="Last chance: what is your final answer?")]',
+        '[vf.UserMessage(content="Last chance: what is your final answer?"), vf.UserMessage(content="Think!")]',
+        "TripleCheckEnv: the conversation after the question was",
+    ),
+    "view_sections pastes every section's text": (
+        "view_sections",
+        "f\"- {section['section_id']}: {section['title']}\"",
+        "f\"- {section['section_id']}: {section['title']} {section['text']}\"",
+        "view_sections('honeybee') returned the text of the sections",
+    ),
+    "read_section returns the whole page": (
+        "read_section",
+        "    return f\"{page['title']} > {section['title']}\\n{section['text']}\"",
+        "    return '\\n'.join(s['text'] for s in page['sections'])",
+        "also returned the text of the sections",
+    ),
+    "read_section raises on an unknown section": (
+        "read_section",
+        "section = sections.get(slug(section_id))",
+        "section = sections[slug(section_id)]",
+        "read_section('honeybee', 'queen') raised KeyError",
+    ),
+    "search_pages lists one page too many": (
+        "search_pages",
+        "[:TOP_K]",
+        "[: TOP_K + 1]",
+        "search_pages('the largest animal in the world') listed the pages",
+    ),
+    "search_pages without an error for an empty query": (
+        "search_pages",
+        "    if not tokenize(str(query)):",
+        "    if False:",
+        "search_pages(''), an empty query, returned",
+    ),
+    "correct_answer scores a rollout that ended on a tool call": (
+        "correct_answer",
+        ' or last.get("tool_calls"):',
+        ":",
+        "correct_answer: for a rollout that ended on a tool call with text",
+    ),
+    "load_wiki_environment drops the system prompt": (
+        "load_wiki_environment",
+        "system_prompt=SYSTEM_PROMPT,",
+        "",
+        "its system_prompt differs from the reference's",
+    ),
+    "load_wiki_environment ignores max_turns": (
+        "load_wiki_environment",
+        "max_turns=max_turns,",
+        "max_turns=8,",
+        "load_wiki_environment(max_turns=3, num_eval_examples=5, seed=1): its max_turns differs",
+    ),
+    "winner without the columns": (
+        "winner",
+        "(0, 3, 6), (1, 4, 7), (2, 5, 8), ",
+        "",
+        "winner: for three X on the line 0-3-6",
+    ),
+    "winner stops at the first empty line": (
+        "winner",
+        "if board[a] is not None and board[a] == board[b] == board[c]:",
+        "if board[a] == board[b] == board[c]:",
+        "winner: for a position from a game",
+    ),
+    "parse_move reads the first block": (
+        "parse_move",
+        '        position = end + len("</move>")',
+        "        break",
+        "parse_move: for two moves (the last one counts)",
+    ),
+    "judge takes a negative cell": (
+        "judge",
+        '(content.startswith("-") and digits != "0")',
+        "False",
+        "judge: for a negative cell",
+    ),
+    "make_game_rubric rewards any well-formed answer in full": (
+        "make_game_rubric",
+        'return state["well_formed_turns"] / state["model_turns"] if state["model_turns"] else 0.0',
+        'return 1.0 if state["well_formed_turns"] else 0.0',
+        "make_game_rubric: for the ending 'win after one answer without a tag'",
+    ),
+    "make_games lets the model start every game": (
+        "make_games",
+        "model_starts = random.Random(game_seed).random() < 0.5",
+        "model_starts = True",
+        "make_games(400, seed=0): the model starts 400 of 400 games",
+    ),
+    "make_games draws the same games for train and eval": (
+        "make_games",
+        'random.Random(f"tictactoe:{split}:{seed}")',
+        'random.Random(f"tictactoe:{seed}")',
+        "make_games(200, seed=0) and make_games(200, split='eval') share the game seeds",
+    ),
+}
+
+
+def mutant(description: str) -> tuple[str, str]:
+    """The part's name and its namespace with the wrong version in place of the solution."""
+    name, old, new, _ = MUTANTS[description]
+    notebook = exercises.WORKSHOP[name][0]
+    code = exercise_mechanism.solution_source(notebook, name)
+    assert code.count(old) == 1, f"{description}: {old!r} is not once in the solution"
+    namespace = notebook_namespace(notebook)
+    exercise_mechanism.run_source(code.replace(old, new), namespace, f"<wrong: {description}>")
+    return name, namespace
+
+
+@pytest.mark.parametrize("description", MUTANTS)
+def test_a_solution_with_one_line_wrong_fails_with_one_sentence(description):
+    name, namespace = mutant(description)
+    with pytest.raises(exercise_mechanism.ExerciseError) as error:
+        exercises.check(namespace[name])
+    message = str(error.value)
+    assert MUTANTS[description][3] in message and "\n" not in message and "Traceback" not in message, message
+
+
 def half_done(notebook: str, name: str, written: str) -> str:
     """The solution of class `name` with every method but `written` back to its TODO stub."""
     code = exercise_mechanism.solution_source(notebook, name)
