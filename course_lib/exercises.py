@@ -86,7 +86,13 @@ def check_hard_win_filter(keep_hard_win) -> str:
 
 def check_sft_steps(sft_steps) -> str:
     """08: optimizer steps of an SFT run: ceil(epochs × ceil(games / effective batch))."""
-    for games, batch, epochs, expected in [(196, 8, 2, 50), (201, 8, 2, 52), (16, 2, 0.25, 2), (10, 4, 1, 3)]:
+    for games, batch, epochs, expected in [
+        (196, 8, 2, 50),
+        (201, 8, 2, 52),
+        (16, 2, 0.25, 2),
+        (10, 4, 1, 3),
+        (10, 4, 0.5, 2),
+    ]:
         got = call_part(sft_steps, games, batch, epochs)
         if got != expected:
             raise ExerciseError(

@@ -24,6 +24,30 @@ WRONG = [  # part, a wrong version (the bug it stands for)
     ("sft_steps", lambda games, batch, epochs: int(epochs * games // batch)),  # drops the short last batch
     ("advantages", lambda rewards, scale: [r - sum(rewards) / len(rewards) for r in rewards]),  # never scales
     ("advantages", lambda rewards, scale: 1 / 0),  # a crash becomes a sentence
+    ("reward_with_format", lambda reply: 1.0 if "391" in reply else 0.2 if "<answer>" in reply else 0.0),  # no tags
+    ("reward_with_format", lambda reply: float("<answer>" in reply)),  # any answer in the tags earns 1
+    ("my_wilson", lambda k, n, z=1.96: (max(0.0, k / n - 0.1), min(1.0, k / n + 0.1))),  # a fixed half-width
+    (
+        "my_wilson",
+        lambda k, n, z=1.96: tuple(
+            ((k / n + z * z / (2 * n)) + s * z * (k / n * (1 - k / n) / n + z * z / (4 * n * n)) ** 0.5)
+            for s in (-1, 1)
+        ),
+    ),  # the Wilson centre and half-width without dividing by (1 + z²/n)
+    ("keep_hard_win", lambda game: game["winner"] == "X"),  # the opponent's strength ignored
+    ("keep_hard_win", lambda game: game["winner"] == "X" and game["random_move_prob"] < 0.3),  # 0.3 left out
+    ("sft_steps", lambda games, batch, epochs: -(-games // batch) * epochs),  # not rounded up after the epochs
+    ("sft_steps", lambda games, batch, epochs: -(-games * epochs // batch)),  # batches counted across epochs
+    (
+        "advantages",
+        lambda rewards, scale: [
+            (r - sum(rewards) / len(rewards))
+            / ((sum((x - sum(rewards) / len(rewards)) ** 2 for x in rewards) / len(rewards)) ** 0.5 + 1e-4)
+            if scale == "group"
+            else r - sum(rewards) / len(rewards)
+            for r in rewards
+        ],
+    ),  # the population std (ddof=0), not TRL's sample std
 ]
 
 
