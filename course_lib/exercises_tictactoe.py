@@ -4,7 +4,9 @@ Each check runs the part on real cases (hand-written replies, boards from real g
 through the environment) and returns a one-line message naming the part, or raises ExerciseError with
 one sentence naming the part, an example input and what was expected (see course_lib/exercise_mechanism.py).
 The reference is the course's environment, course_lib/envs/tictactoe/ (imported as `tictactoe`).
-`compare_games` plays the same seeded games through the learner's package and the reference.
+Where the learner designs (the opponent's dice, the game rows) the checks test properties, so any order
+of draws that has them passes; `compare_games` plays the reference's seeded games through the learner's
+package and the reference, where matching move for move is the task, and says so when dice differ.
 """
 
 import contextlib
