@@ -397,6 +397,12 @@ MUTANTS = {  # a wrong part made from its solution: part, a line of it, what rep
         "model_starts = True",
         "make_games(400, seed=0): the model starts 400 of 400 games",
     ),
+    "make_games without strata": (
+        "make_games",
+        "prob = min(max(low + width * rng.random(), min_random_move_prob), max_random_move_prob)",
+        "prob = min_random_move_prob + (max_random_move_prob - min_random_move_prob) * rng.random()",
+        "make_games(num_examples=20, seed=0): row 0 has bucket 0 and random_move_prob 0.457; expected",
+    ),
     "make_games draws the same games for train and eval": (
         "make_games",
         'random.Random(f"tictactoe:{split}:{seed}")',

@@ -140,24 +140,6 @@ WRONG = {  # a deliberately wrong version of a part -> the words its one sentenc
         "    return rows\n",
         "returned other rows when called again",
     ),
-    "games without strata": (
-        "def make_games(num_examples, seed, min_random_move_prob=0.0, max_random_move_prob=1.0, num_groups=10,\n"
-        "               split='train'):\n"
-        "    rng = random.Random(f'tictactoe:{split}:{seed}')\n"
-        "    rows = []\n"
-        "    for i in range(num_examples):\n"
-        "        prob = min_random_move_prob + (max_random_move_prob - min_random_move_prob) * rng.random()\n"
-        "        game_seed = rng.randrange(2**31)\n"
-        "        model_starts = random.Random(game_seed).random() < 0.5\n"
-        "        board = new_board()\n"
-        "        if not model_starts:\n"
-        "            board[opponent_reply(board, prob, game_seed)] = OPPONENT\n"
-        "        info = {'seed': game_seed, 'model_starts': model_starts, 'random_move_prob': prob,\n"
-        "                'board': board_to_text(board), 'bucket': 0}\n"
-        "        rows.append({'question': first_user_message(board, model_starts), 'answer': '', 'info': info})\n"
-        "    return rows\n",
-        "make_games(num_examples=20, seed=0): row 0 has bucket 0 and random_move_prob 0.457; expected",
-    ),
 }
 
 # Correct parts that draw their dice otherwise than the reference: other seed strings, other order of draws.
