@@ -27,6 +27,7 @@ import pandas as pd
 
 from course_lib.exercise_mechanism import ExerciseError, short_repr
 from course_lib.offline import OfflineClient, run_coroutine
+from course_lib.rewards import reward_functions
 
 ROOT = Path(__file__).resolve().parent.parent
 MY_ENVS = (ROOT if (ROOT / "notebooks").is_dir() else Path.cwd()) / "my_envs"  # git ignores it
@@ -176,7 +177,7 @@ def same_rewards(env, reference, players: dict, part: str, yours: str, hint: str
             )
 
 
-PARSER_SAMPLES = [
+PARSER_SAMPLES = [  # a reply in each course environment's answer format, and none
     "The answer is drones.",
     "<reversed_text>!olleH</reversed_text>",
     "So \\boxed{42}.",
@@ -188,7 +189,6 @@ PARSER_SAMPLES = [
 def verifiers_arguments(env) -> dict:
     """What an environment was given, as the model and the rubric meet it: the rows of both datasets, the
     system prompt, what its parser reads, the rubric's functions and weights, max_turns, the tool-error text."""
-    from course_lib.rewards import reward_functions
 
     def rows(dataset):
         return None if dataset is None else [(r["question"], r["answer"]) for r in dataset]
