@@ -24,11 +24,11 @@ import random
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Callable, NamedTuple
 
 import verifiers as vf
 
 from course_lib.offline import OfflineClient, run_coroutine
+from course_lib.rewards import reward_functions
 
 SIZES = (0, 1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
 SIZE_WEIGHTS = (4, 4, 8, 8, 4, 2, 1, 0.5)  # about one reply in 60 is a megabyte long
@@ -139,26 +139,6 @@ class CheckReport:
         lines = [f"{name:<32}{value}" for name, value in rows]
         problems = list(dict.fromkeys(problem[:300] for problem in self.problems))
         return "\n".join(lines + [f"  - {problem}" for problem in problems[:10]])
-
-
-class RewardFunction(NamedTuple):
-    name: str
-    func: Callable
-    weight: float  # 0: a metric (logged, not rewarded)
-
-
-def reward_functions(env: vf.Environment) -> list[RewardFunction]:
-    """The rubric's functions with their names and weights, in the rubric's order.
-
-    verifiers 0.3.1 has no public accessor for them: this is the one place in the course that
-    reads the rubric's private `_get_reward_*` methods (a RubricGroup overrides them)."""
-    rubric = env.rubric
-    return [
-        RewardFunction(name, func, weight)
-        for name, func, weight in zip(
-            rubric._get_reward_func_names(), rubric._get_reward_funcs(), rubric._get_reward_weights(), strict=True
-        )
-    ]
 
 
 def reward_range(env: vf.Environment) -> tuple[float, float]:

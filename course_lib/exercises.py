@@ -1,35 +1,33 @@
-"""Checks for the notebooks' exercises.
+"""The checks behind the notebooks' exercises (01-03, 06-10) and the registry of every part (WORKSHOP).
 
-Each check takes the learner's answer, raises AssertionError with a hint when it is wrong, and
-prints one line when it is right. tests/test_exercises.py runs every check on the solution
-stored in its notebook and on a wrong answer.
-
-The workshop exercises (notebook 02 first; see CONTRIBUTING.md) go further: the learner writes a
-part of an environment in a cell whose stub raises NotImplementedError("TODO ..."), and the check
-below it (`parse_reversed = exercises.check_parse_reversed(parse_reversed)`) returns what the rest
-of the notebook uses:
-- the learner's part when it passes ("Correct: ...");
-- the notebook's own solution while the stub still raises TODO ("not done yet: continuing with
-  the solution"), so that "Run All", CI and `make course` run the notebook without any input;
-- nothing when the part is wrong: it stops with one sentence (ExerciseError) naming the part, an
-  example input, what came back and what was expected; never a traceback.
-The solution is a collapsed markdown block (<details>, tagged "solution") AFTER the check, so
-"Run All" never runs it over the learner's code. tests/test_workshop.py runs every check on its
-stub, its solution and a wrong version.
+Each check takes the learner's answer, raises ExerciseError with one sentence when it is wrong, and
+returns or prints one line when it is right. The mechanism (stub -> check -> solution, the fallback
+on the notebook's solution while a stub raises TODO) is course_lib/exercise_mechanism.py; notebooks
+04 and 05 keep their checks in exercises_tools.py and exercises_tictactoe.py. tests/test_exercises.py
+and tests/test_workshop*.py run every check on its stub, its solution and wrong versions.
 """
 
-import inspect
 import json
-import linecache
 import math
 import random
-import re
 import time
 from pathlib import Path
 
 import numpy as np
 
 from course_lib.evaluation import wilson_interval
+from course_lib.exercise_mechanism import (
+    STATUS,
+    ExerciseError,
+    call_part,
+    check_fast_on_unclosed_tags,
+    is_number,
+    not_answered,
+    run_check,
+    short_repr,
+)
+from course_lib.exercises_tictactoe import WORKSHOP as TICTACTOE
+from course_lib.exercises_tools import WORKSHOP as TOOLS
 from course_lib.profiles import PROFILES
 
 
@@ -44,8 +42,8 @@ def check_format_reward(reward_with_format) -> str:
         "391": 0.0,
     }
     for reply, expected in cases.items():
-        got = _call(reward_with_format, reply)
-        if not (_is_number(got) and math.isclose(got, expected)):
+        got = call_part(reward_with_format, reply)
+        if not (is_number(got) and math.isclose(got, expected)):
             raise ExerciseError(
                 f"reward_with_format({reply!r}) returned {got!r}, expected {expected}. Right number in the tags: "
                 "1.0; the tags with anything else inside: 0.2 (the format alone); no tags: 0.0."
@@ -56,7 +54,7 @@ def check_format_reward(reward_with_format) -> str:
 def check_wilson(my_wilson) -> str:
     """06: the Wilson score interval, compared with course_lib.evaluation.wilson_interval."""
     for k, n in [(15, 20), (9, 20), (0, 20), (20, 20), (1, 3), (50, 100)]:
-        got, expected = _call(my_wilson, k, n), wilson_interval(k, n)
+        got, expected = call_part(my_wilson, k, n), wilson_interval(k, n)
         if not (np.shape(got) == (2,) and np.allclose(np.asarray(got, dtype=float), expected, atol=1e-6)):
             raise ExerciseError(
                 f"my_wilson({k}, {n}) returned {got!r}, expected {tuple(round(x, 4) for x in expected)}. Centre "
@@ -77,7 +75,7 @@ def check_hard_win_filter(keep_hard_win) -> str:
     ]
     for game, expected in cases:
         game = dict(game, invalid_moves=0, model_turns=3, well_formed_turns=3)
-        got = _call(keep_hard_win, game)
+        got = call_part(keep_hard_win, game)
         if bool(got) != expected:
             raise ExerciseError(
                 f"keep_hard_win({game}) returned {got!r}, expected {expected}: the teacher plays X, so keep "
@@ -88,8 +86,14 @@ def check_hard_win_filter(keep_hard_win) -> str:
 
 def check_sft_steps(sft_steps) -> str:
     """08: optimizer steps of an SFT run: ceil(epochs × ceil(games / effective batch))."""
-    for games, batch, epochs, expected in [(196, 8, 2, 50), (201, 8, 2, 52), (16, 2, 0.25, 2), (10, 4, 1, 3)]:
-        got = _call(sft_steps, games, batch, epochs)
+    for games, batch, epochs, expected in [
+        (196, 8, 2, 50),
+        (201, 8, 2, 52),
+        (16, 2, 0.25, 2),
+        (10, 4, 1, 3),
+        (10, 4, 0.5, 2),
+    ]:
+        got = call_part(sft_steps, games, batch, epochs)
         if got != expected:
             raise ExerciseError(
                 f"sft_steps({games}, {batch}, {epochs}) returned {got!r}, expected {expected}. An epoch has "
@@ -105,7 +109,7 @@ def check_advantages(advantages) -> str:
     for rewards in groups:
         r = np.array(rewards)
         for scale, expected in [("group", (r - r.mean()) / (r.std(ddof=1) + 1e-4)), ("none", r - r.mean())]:
-            got = np.asarray(_call(advantages, rewards, scale), dtype=float)
+            got = np.asarray(call_part(advantages, rewards, scale), dtype=float)
             if not (got.shape == r.shape and np.allclose(got, expected, atol=1e-6)):
                 raise ExerciseError(
                     f"advantages({[round(x, 3) for x in rewards]}, {scale!r}) returned {np.round(got, 3)}, expected "
@@ -126,7 +130,7 @@ def check_games_needed(games_needed) -> None:
 
     needed = next(n for n in range(2, 10_000, 2) if width(n) < 0.20)
     if games_needed != needed:
-        shown = f"{width(games_needed) * 100:.1f} points wide" if _is_number(games_needed) and games_needed > 0 else "?"
+        shown = f"{width(games_needed) * 100:.1f} points wide" if is_number(games_needed) and games_needed > 0 else "?"
         raise ExerciseError(
             f"games_needed = {games_needed!r}: that interval is {shown}, or a smaller even n already has "
             "hi - lo < 0.20. Loop over even n with wilson_interval(n // 2, n) and stop at the first under 0.20."
@@ -135,97 +139,6 @@ def check_games_needed(games_needed) -> None:
 
 
 # ---------------------------------------------------------------- workshop exercises (notebook 02)
-# The learner writes a part; `exercise` runs its check and returns what the notebook goes on with.
-
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-STATUS: dict[str, str] = {}  # part -> "yours" or "the solution": what the notebook went on with
-
-
-class ExerciseError(AssertionError):
-    """A part that does not do what it should. Jupyter shows the one sentence, not a traceback."""
-
-    def _render_traceback_(self):
-        return [f"✗ {self}"]
-
-
-def solution_source(notebook: str, name: str) -> str:
-    """The code of the notebook's solution block (a markdown cell tagged "solution") defining `name`."""
-    for cell in json.loads((NOTEBOOKS / notebook).read_text())["cells"]:
-        if "solution" in cell["metadata"].get("tags", []) and cell["cell_type"] == "markdown":
-            for code in re.findall(r"```python\n(.*?)```", "".join(cell["source"]), re.DOTALL):
-                if re.search(rf"^(def|class) {name}\b", code, re.MULTILINE):
-                    return code
-    raise LookupError(f"{notebook} has no solution block that defines {name}")
-
-
-def run_source(code: str, namespace: dict, filename: str) -> None:
-    """exec `code` in `namespace`, keeping its text where inspect.getsource looks (as Jupyter does)."""
-    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-    exec(compile(code, filename, "exec"), namespace)
-
-
-def is_todo(error: BaseException) -> bool:
-    return isinstance(error, NotImplementedError) and "TODO" in str(error)
-
-
-def check(part):
-    """Check the learner's `part` (a function named as in WORKSHOP); return what the notebook goes on
-    with: the part when it is right, the notebook's solution while its stub raises TODO. When it is
-    wrong, raise ExerciseError: one sentence naming the part, an example input and what was expected."""
-    name = part.__name__
-    notebook, check_part = WORKSHOP[name]
-    code = first_function(part).__code__
-    try:
-        message = check_part(part)
-    except NotImplementedError as error:
-        if not is_todo(error):
-            raise
-        namespace = first_function(part).__globals__  # the notebook's names
-        run_source(solution_source(notebook, name), namespace, f"<solution of {name}>")
-        part = namespace[name]
-        check_part(part)
-        STATUS[name] = "the solution"
-        print(f"{name}: not done yet, so the notebook continues with the solution (expand it below).")
-        return part
-    from_solution = code.co_filename.startswith("<solution of")  # the check cell run a second time
-    STATUS[name] = "the solution" if from_solution else "yours"
-    print(f"Correct: {message}" + (" (the solution's, not yours yet)" if from_solution else ""))
-    return part
-
-
-def first_function(part):
-    """The part itself, or for a class its first method (which carries the notebook's names and file)."""
-    if isinstance(part, type):
-        return next(f for f in vars(part).values() if inspect.isfunction(f))
-    return part
-
-
-def report() -> None:
-    """Which parts are the learner's and which the solution's."""
-    for name, used in STATUS.items():
-        print(f"{name:<20} {'yours' if used == 'yours' else 'not done yet: the solution was used'}")
-
-
-def _short(value, width: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= width else text[: width - 5] + "...'"
-
-
-def _call(func, *args, **kwargs):
-    """func(*args, **kwargs); an exception (other than TODO) becomes one sentence with the input."""
-    try:
-        return func(*args, **kwargs)
-    except NotImplementedError as error:
-        if is_todo(error):
-            raise
-        problem = error
-    except ExerciseError:
-        raise
-    except Exception as error:
-        problem = error
-    shown = ", ".join([_short(a) for a in args] + [f"{k}={_short(v)}" for k, v in kwargs.items()])
-    raise ExerciseError(f"{func.__name__}({shown}) raised {type(problem).__name__}: {problem}") from None
-
 
 PARSE_CASES = [  # reply, what parse_reversed must return, what the case is
     ("<reversed_text>\n!dlrow ,olleH\n</reversed_text>", "!dlrow ,olleH", "the block on lines of its own"),
@@ -233,28 +146,19 @@ PARSE_CASES = [  # reply, what parse_reversed must return, what the case is
     ("<reversed_text>\n.owt enil\n.eno enil\n</reversed_text>", ".owt enil\n.eno enil", "a block over two lines"),
     ("<reversed_text>first</reversed_text> <reversed_text>second</reversed_text>", "first", "two blocks"),
     ("<reversed_text></reversed_text>", "", "an empty block (a block: '', not None)"),
+    ('<reversed_text>:dias ehs ;"!ih" ?yhw</reversed_text>', ':dias ehs ;"!ih" ?yhw', "the texts' punctuation"),
+    ("<reversed_text>2 > 1 dna 3 < 4</reversed_text>", "2 > 1 dna 3 < 4", "< and > inside the block"),
+    ("<reversed_text>!ölleh «,ąbąż»</reversed_text>", "!ölleh «,ąbąż»", "letters beyond ASCII"),
     ("!dlrow ,olleH", None, "no tags at all"),
     ("<reversed_text>!dlrow ,olleH", None, "a block that is never closed"),
     ("</reversed_text>!dlrow ,olleH<reversed_text>", None, "the tags the wrong way round"),
 ]
 
 
-def check_fast_on_unclosed_tags(parse, tag: str, advice: str) -> None:
-    """A parser must answer None, in milliseconds, to a reply that opens `tag` 3,000 times and never closes it."""
-    start = time.perf_counter()
-    got = _call(parse, tag * 3_000)
-    seconds = time.perf_counter() - start
-    if got is not None or seconds > 0.1:
-        raise ExerciseError(
-            f"{parse.__name__}: a reply that opens {tag} 3,000 times and never closes it took {seconds:.2f} s and "
-            f"returned {got!r} (expected None, in milliseconds). {advice}"
-        )
-
-
 def check_parse_reversed(parse_reversed) -> str:
     """02, part 1: the first <reversed_text> block, stripped; None without a complete block; fast."""
     for reply, expected, what in PARSE_CASES:
-        got = _call(parse_reversed, reply)
+        got = call_part(parse_reversed, reply)
         if got != expected:
             raise ExerciseError(f"parse_reversed: for {what}, {reply!r}, you returned {got!r}; expected {expected!r}.")
     check_fast_on_unclosed_tags(
@@ -285,7 +189,7 @@ def check_lcs_ratio(lcs_ratio) -> str:
         ("".join(c for i, c in enumerate(long) if i % 7), long, "a long reversal missing every seventh character"),
     ]
     for prediction, target, what in cases:
-        got, expected = _call(lcs_ratio, prediction, target), reference(prediction, target)
+        got, expected = call_part(lcs_ratio, prediction, target), reference(prediction, target)
         if not (isinstance(got, (int, float)) and math.isclose(got, expected, abs_tol=1e-9)):
             hint = (
                 " difflib ignores frequent characters (spaces, 'e') in texts of 200 or more characters "
@@ -294,12 +198,12 @@ def check_lcs_ratio(lcs_ratio) -> str:
                 else ""
             )
             raise ExerciseError(
-                f"lcs_ratio: for {what} (prediction {_short(prediction, 40)}, target {_short(target, 40)}) "
+                f"lcs_ratio: for {what} (prediction {short_repr(prediction, 40)}, target {short_repr(target, 40)}) "
                 f"you returned {got!r}; expected {expected:.4f}.{hint}"
             )
     huge = long[::-1] * 400
     start = time.perf_counter()
-    got = _call(lcs_ratio, huge, long)
+    got = call_part(lcs_ratio, huge, long)
     seconds = time.perf_counter() - start
     if seconds > 0.5 or not math.isclose(got, reference(huge, long), abs_tol=1e-9):
         raise ExerciseError(
@@ -327,7 +231,7 @@ def check_lcs_reward(lcs_reward) -> str:
         answer,
         "",
     ]:
-        got = _call(lcs_reward, parser=parser, completion=_completion(reply), answer=answer)
+        got = call_part(lcs_reward, parser=parser, completion=_completion(reply), answer=answer)
         parsed = parser.parse_answer(_completion(reply))
         expected = 0.0 if parsed is None else reverse_text.lcs_ratio(parsed, answer)
         if not (isinstance(got, (int, float)) and math.isclose(got, expected, abs_tol=1e-9)):
@@ -336,19 +240,6 @@ def check_lcs_reward(lcs_reward) -> str:
                 f"{expected:.4f} (parser.parse_answer(completion) is {parsed!r})."
             )
     return "lcs_reward scores the parsed block, and a reply without one gets 0.0."
-
-
-def same_rewards(env, reference, players: dict, part: str, yours: str, hint: str = "", items: int = 3) -> None:
-    """Raise, naming the first item and player (a reply maker, or a client) where `env` and `reference` score
-    differently on their first `items` items (workshop.score plays both)."""
-    from course_lib import workshop
-
-    mine, theirs = (workshop.score(e, players, items).itertuples(index=False) for e in (env, reference))
-    for (item, kind, got), (_, _, want) in zip(mine, theirs):
-        if not math.isclose(got, want, abs_tol=1e-9):
-            raise ExerciseError(
-                f"{part}: for item {item}, with '{kind}', {yours} gives {got:.4f}, the reference {want:.4f}{hint}"
-            )
 
 
 CHECK_REPLIES = {  # reply kind -> the reply to an item whose target is `answer`
@@ -365,11 +256,13 @@ def check_make_rubric(make_rubric) -> str:
     """02, part 4: lcs_reward (weight 1.0) and the parser's format reward (weight 0.2)."""
     import verifiers as vf
 
+    from course_lib import workshop
+
     reverse_text = _reverse_text()
     reference = reverse_text.load_environment(num_eval_examples=3)
-    rubric = _call(make_rubric, reference.parser)
+    rubric = call_part(make_rubric, reference.parser)
     if not isinstance(rubric, vf.Rubric):
-        raise ExerciseError(f"make_rubric(parser) returned {_short(rubric)}; expected a vf.Rubric.")
+        raise ExerciseError(f"make_rubric(parser) returned {short_repr(rubric)}; expected a vf.Rubric.")
     got = [(getattr(f, "__name__", repr(f)), w) for f, w in zip(rubric.funcs, rubric.weights)]
     if got != [("lcs_reward", 1.0), ("format_reward_func", 0.2)]:
         raise ExerciseError(
@@ -377,7 +270,7 @@ def check_make_rubric(make_rubric) -> str:
             "and parser.get_format_reward_func() (named format_reward_func) with weight 0.2."
         )
     mine = vf.SingleTurnEnv(eval_dataset=reference.get_eval_dataset(), parser=reference.parser, rubric=rubric)
-    same_rewards(mine, reference, CHECK_REPLIES, "make_rubric", "your rubric", ".")
+    workshop.same_rewards(mine, reference, CHECK_REPLIES, "make_rubric", "your rubric", ".")
     return "make_rubric: your rubric scores like the reference, lcs_reward + 0.2 × format."
 
 
@@ -385,23 +278,25 @@ def check_load_environment(load_environment) -> str:
     """02, part 5: the same evaluation rows as the reference for a seed, a SingleTurnEnv that scores alike."""
     import verifiers as vf
 
+    from course_lib import workshop
+
     reference = _reverse_text().load_environment(num_eval_examples=5, seed=1)
     call = "load_environment(num_eval_examples=5, seed=1)"
-    env = _call(load_environment, num_eval_examples=5, seed=1)
+    env = call_part(load_environment, num_eval_examples=5, seed=1)
     if not isinstance(env, vf.SingleTurnEnv):
-        raise ExerciseError(f"{call} returned {_short(env)}; expected a vf.SingleTurnEnv.")
+        raise ExerciseError(f"{call} returned {short_repr(env)}; expected a vf.SingleTurnEnv.")
     mine = [(row["question"], row["answer"]) for row in env.get_eval_dataset()]
     for question, answer in mine:
         if answer != question[::-1]:
             raise ExerciseError(
-                f"{call}: the answer of {_short(question, 40)} is {_short(answer, 40)}; "
+                f"{call}: the answer of {short_repr(question, 40)} is {short_repr(answer, 40)}; "
                 "expected the question reversed, question[::-1]."
             )
     expected = [(row["question"], row["answer"]) for row in reference.get_eval_dataset()]
     if mine != expected:
         raise ExerciseError(
-            f"{call}: your evaluation set starts with {_short(mine[0][0] if mine else None, 50)}, the reference's "
-            f"with {_short(expected[0][0], 50)}. Split the rows with Dataset.train_test_split(test_size="
+            f"{call}: your evaluation set starts with {short_repr(mine[0][0] if mine else None, 50)}, the reference's "
+            f"with {short_repr(expected[0][0], 50)}. Split the rows with Dataset.train_test_split(test_size="
             "num_eval_examples, seed=seed) and evaluate on its 'test' part."
         )
     train = env.get_dataset()
@@ -410,17 +305,18 @@ def check_load_environment(load_environment) -> str:
             f"{call}: the training set has {0 if train is None else len(train)} rows; expected the "
             f"{len(reference.get_dataset())} rows that are not in the evaluation set."
         )
-    small = _call(load_environment, num_train_examples=3, num_eval_examples=5, seed=1).get_dataset()
+    small = call_part(load_environment, num_train_examples=3, num_eval_examples=5, seed=1).get_dataset()
     if len(small) != 3:
         raise ExerciseError(f"load_environment(num_train_examples=3, ...) has {len(small)} training rows; expected 3.")
     system = env.get_eval_dataset()[0]["prompt"][0]
     if system["role"] != "system" or "<reversed_text>" not in system["content"]:
         raise ExerciseError(
-            f"{call}: the prompt starts with {_short(system)}; expected the system prompt, which tells "
+            f"{call}: the prompt starts with {short_repr(system)}; expected the system prompt, which tells "
             "the model to answer inside <reversed_text> tags (pass system_prompt= to vf.SingleTurnEnv)."
         )
     hint = ": do you pass your parser and rubric to vf.SingleTurnEnv?"
-    same_rewards(env, reference, CHECK_REPLIES, call, "your environment", hint)
+    workshop.same_rewards(env, reference, CHECK_REPLIES, call, "your environment", hint)
+    workshop.same_arguments(env, reference, call)
     return "load_environment: the reference's rows for a seed, and the same rewards for the same replies."
 
 
@@ -484,7 +380,7 @@ def check_double_check_env(env_class) -> str:
 
     double_check = _double_check()
     reference = double_check.load_environment(num_eval_examples=3)
-    env = _call(
+    env = call_part(
         env_class,
         eval_dataset=reference.get_eval_dataset(),
         system_prompt=double_check.SYSTEM_PROMPT,
@@ -566,26 +462,31 @@ def check_triple_check_env(env_class) -> str:
 
     double_check = _double_check()
     rows = Dataset.from_list([double_check.to_example(row) for row in double_check.load_rows()[:1]])
-    env = _call(
+    env = call_part(
         env_class, eval_dataset=rows, system_prompt=double_check.SYSTEM_PROMPT, parser=double_check.PARSER, max_turns=5
     )
     replies = Scripted(["\\boxed{1}", "\\boxed{2}", "\\boxed{3}", "\\boxed{4}"])
     state = run_coroutine(env.rollout(env.get_eval_dataset()[0], replies, "scripted", {}))
-    answers = sum(m["role"] == "assistant" for m in state["completion"])
+    roles = [m["role"] for m in state["completion"]]
     asked = [m["content"] for m in state["completion"] if m["role"] == "user"]
-    if answers != 3:
+    if roles.count("assistant") != 3:
         raise ExerciseError(
-            f"TripleCheckEnv: the model answered {answers} times, expected 3. Is the inherited @vf.stop "
-            "answered_twice still active? A stop condition is found by its decorator: override answered_twice "
-            "with a plain method that returns False, and add your own @vf.stop for three answers."
-        )
-    if len(asked) != 2 or asked[0] == asked[1]:
-        raise ExerciseError(
-            f"TripleCheckEnv: the follow-ups were {asked}: ask 'Are you sure?' after the first answer and a "
-            "different question after the second (count the trajectory to know which turn it is)."
+            f"TripleCheckEnv: the model answered {roles.count('assistant')} times, expected 3. Is the inherited "
+            "@vf.stop answered_twice still active? A stop condition is found by its decorator: override "
+            "answered_twice with a plain method that returns False, and add your own @vf.stop for three answers."
         )
     if state["stop_condition"] == "answered_twice":
         raise ExerciseError("TripleCheckEnv: the rollout stopped by answered_twice; add your own @vf.stop.")
+    second = asked[1] if len(asked) == 2 else ""
+    if (
+        roles != ["assistant", "user"] * 2 + ["assistant"]
+        or asked[0] != double_check.ARE_YOU_SURE
+        or not (isinstance(second, str) and second.strip() and second != asked[0])
+    ):
+        raise ExerciseError(
+            f"TripleCheckEnv: the conversation after the question was {roles} with the follow-ups {asked}; expected "
+            f"answer, {double_check.ARE_YOU_SURE!r}, answer, one different question, answer, and nothing else."
+        )
     return f"TripleCheckEnv: three answers; follow-ups {asked}; stopped by {state['stop_condition']}."
 
 
@@ -604,7 +505,7 @@ def check_final_answer(final_answer) -> str:
             m for t in texts for m in ({"role": "assistant", "content": t}, {"role": "user", "content": "?"})
         ][:-1]
         state = {"first_answer": first}
-        got, expected = _call(final_answer, completion, state), double_check.final_answer(completion, state)
+        got, expected = call_part(final_answer, completion, state), double_check.final_answer(completion, state)
         if got != expected:
             raise ExerciseError(
                 f"final_answer: for {what}, replies {texts} and state['first_answer'] = {first!r}, you returned "
@@ -617,17 +518,6 @@ def check_final_answer(final_answer) -> str:
 # The learner changes one setting, runs the cell, reads the plot and writes what it shows into `answer`.
 # While `answer` is None the check says "not answered yet" and the notebook runs on ("Run All", CI).
 # Each check says in one sentence whether the reading is right and why. Tests: tests/test_experiments.py.
-
-
-def _not_answered(answer, where: str) -> bool:
-    if answer is None:
-        print(f"Not answered yet: {where}, and set `answer` above.")
-        return True
-    return False
-
-
-def _is_number(answer) -> bool:
-    return isinstance(answer, (int, float, np.integer, np.floating)) and not isinstance(answer, bool)
 
 
 def wald_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -650,14 +540,14 @@ def interval_coverage(interval, games: int, rate: float) -> float:
 
 def check_wald_coverage(answer) -> None:
     """06, experiment: with games = 20, how often the Wald interval contains a true rate of 5% (within 0.06)."""
-    if _not_answered(answer, "set games = 20, read the Wald curve at the dotted line (a true rate of 5%)"):
+    if not_answered(answer, "set games = 20, read the Wald curve at the dotted line (a true rate of 5%)"):
         return
     right, at_100 = interval_coverage(wald_interval, 20, 0.05), interval_coverage(wald_interval, 100, 0.05)
-    if _is_number(answer) and abs(answer - at_100) <= 0.02 and abs(answer - right) > 0.06:
+    if is_number(answer) and abs(answer - at_100) <= 0.02 and abs(answer - right) > 0.06:
         raise ExerciseError(
             f"{answer} is the Wald coverage with 100 games; set games = 20 and run the plot cell again."
         )
-    if not (_is_number(answer) and abs(answer - right) <= 0.06):
+    if not (is_number(answer) and abs(answer - right) <= 0.06):
         raise ExerciseError(
             f"the Wald coverage: {answer!r} is not it. With games = 20, read the height of the orange (Wald) curve "
             "where it meets the dotted line at a true rate of 5% (a share between 0 and 1)."
@@ -680,18 +570,18 @@ def check_strong_opponent_draws(answer) -> None:
     random_move_prob <= 0.3 (data/tictactoe_sft), read off the bar; within 0.05."""
     from course_lib import sft
 
-    if _not_answered(answer, "set max_random_move_prob = 0.3, read the draws' share of the lower bar"):
+    if not_answered(answer, "set max_random_move_prob = 0.3, read the draws' share of the lower bar"):
         return
     shipped = sft.load_dataset().to_list()
     kept = strong_opponent_games(shipped, 0.3)
     right = sum(g["result"] == "draw" for g in kept) / len(kept)
     everything = sum(g["result"] == "draw" for g in shipped) / len(shipped)
-    if _is_number(answer) and abs(answer - everything) <= 0.02:
+    if is_number(answer) and abs(answer - everything) <= 0.02:
         raise ExerciseError(
             f"{answer} is the draws' share of all {len(shipped)} games; "
             "set max_random_move_prob = 0.3 and run the cell again."
         )
-    if not (_is_number(answer) and abs(answer - right) <= 0.05):
+    if not (is_number(answer) and abs(answer - right) <= 0.05):
         raise ExerciseError(
             f"the draws' share: {answer!r} is not it. With max_random_move_prob = 0.3, read where the grey (draw) part "
             "of the lower bar ends (a share between 0 and 1)."
@@ -715,7 +605,7 @@ def smoothed(values, window: int) -> np.ndarray:
 def check_smoothed_falls(answer) -> None:
     """09, experiment: how many of the recorded puzzle run's 14 step-to-step changes go down once its
     reward is smoothed over 5 steps (window = 5); exactly."""
-    if _not_answered(answer, "set window = 5, count the red (falling) segments of the smoothed curve"):
+    if not_answered(answer, "set window = 5, count the red (falling) segments of the smoothed curve"):
         return
     rewards = [row["reward"] for row in json.loads(PUZZLE_RUN.read_text()) if "reward" in row]
     falls = {w: int((np.diff(smoothed(rewards, w)) < 0).sum()) for w in (1, 5)}
@@ -756,7 +646,7 @@ def check_games_to_confirm(answer) -> None:
     games with an invalid answer is confirmed (McNemar p < 0.01), on the first games of seed 2."""
     import pandas as pd
 
-    if _not_answered(answer, "raise games by 50 at a time, read p in the right panel's title"):
+    if not_answered(answer, "raise games by 50 at a time, read p in the right panel's title"):
         return
     games = pd.read_csv(CONFIRMATION_GAMES)
     p = {n: invalid_answer_p_value(games, n) for n in range(50, 301, 50)}
@@ -788,9 +678,17 @@ WORKSHOP = {  # part -> (the notebook whose solution block defines it, its check
     "final_answer": ("03_multi_turn_env.ipynb", check_final_answer),
     "TripleCheckEnv": ("03_multi_turn_env.ipynb", check_triple_check_env),
 }
-# Notebooks 04 and 05 keep their checks in their own modules (they import ExerciseError and helpers from here).
-from course_lib.exercises_tictactoe import WORKSHOP as _TICTACTOE  # noqa: E402
-from course_lib.exercises_tools import WORKSHOP as _TOOLS  # noqa: E402
+assert not (WORKSHOP.keys() & TOOLS.keys()) and not (WORKSHOP.keys() & TICTACTOE.keys()), "part names are unique"
+WORKSHOP |= TOOLS | TICTACTOE
 
-assert not (WORKSHOP.keys() & _TOOLS.keys()) and not (WORKSHOP.keys() & _TICTACTOE.keys()), "part names must be unique"
-WORKSHOP |= _TOOLS | _TICTACTOE
+
+def check(part):
+    """A notebook's check cell, `<name> = exercises.check(<name>)`: the part's check from WORKSHOP, run by
+    exercise_mechanism.run_check; returns the part, or the notebook's solution while the stub is TODO."""
+    return run_check(part, *WORKSHOP[part.__name__])
+
+
+def report() -> None:
+    """Which parts are the learner's and which the solution's."""
+    for name, used in STATUS.items():
+        print(f"{name:<20} {'not done yet: the solution was used' if used == 'the solution' else used}")

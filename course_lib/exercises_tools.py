@@ -1,7 +1,7 @@
 """The workshop checks of notebook 04 (04_tool_env.ipynb): one check per part the learner writes.
 
 Each check runs the part on real cases and returns a one-line message, or raises ExerciseError with
-one sentence naming the part, an example input and what was expected (see course_lib/exercises.py).
+one sentence naming the part, an example input and what was expected (see course_lib/exercise_mechanism.py).
 The parts: the three tools (view_sections, read_section, search_pages), the reward (correct_answer),
 the ToolEnv (load_wiki_environment) and a hidden tool argument (WikiSessionEnv, a StatefulToolEnv).
 The reference they are compared with is the course's wiki_search environment. The experiment (how many
@@ -12,7 +12,7 @@ import json
 import re
 import time
 
-from course_lib.exercises import ExerciseError, _call, _is_number, _not_answered, _short, is_todo, same_rewards
+from course_lib.exercise_mechanism import ExerciseError, call_part, is_number, is_todo, not_answered, short_repr
 
 NOTEBOOK = "04_tool_env.ipynb"
 
@@ -25,10 +25,10 @@ def _wiki():
 
 def _tool_text(part, *args) -> str:
     """part(*args), which must be a str: a tool never raises and always answers in text."""
-    got = _call(part, *args)
+    got = call_part(part, *args)
     if not isinstance(got, str):
-        shown = ", ".join(_short(a, 40) for a in args)
-        raise ExerciseError(f"{part.__name__}({shown}) returned {_short(got)}; a tool must return a str.")
+        shown = ", ".join(short_repr(a, 40) for a in args)
+        raise ExerciseError(f"{part.__name__}({shown}) returned {short_repr(got)}; a tool must return a str.")
     return got
 
 
@@ -37,7 +37,7 @@ def _error_naming(part, args: tuple, what: str, must_name: str, hint: str) -> No
     if not (got.startswith("Error") and must_name in got):
         shown = ", ".join(repr(a) for a in args)
         raise ExerciseError(
-            f"{part.__name__}({shown}), {what}, returned {_short(got)}; expected a text that starts with "
+            f"{part.__name__}({shown}), {what}, returned {short_repr(got)}; expected a text that starts with "
             f"'Error' and {hint} (the model reads it and tries again)."
         )
 
@@ -56,7 +56,7 @@ def _documented(tool) -> None:
     for name, field in schema.get("properties", {}).items():
         if field.get("type") != "string" or not field.get("description"):
             raise ExerciseError(
-                f"{tool.__name__}: the schema the model sees has {name} = {_short(field, 70)}; expected a string "
+                f"{tool.__name__}: the schema the model sees has {name} = {short_repr(field, 70)}; expected a string "
                 f"with a description: type the argument ({name}: str) and describe it in the docstring's Args: "
                 f"section ('{name}: ...')."
             )
@@ -70,9 +70,15 @@ def check_view_sections(view_sections) -> str:
         got = _tool_text(view_sections, asked)
         lines = re.findall(r"^- ([a-z0-9-]+): (.*)$", got, re.MULTILINE)
         expected = [(s["section_id"], s["title"]) for s in page["sections"]]
+        texts = [s["section_id"] for s in page["sections"] if s["text"] in got]
+        if texts:
+            raise ExerciseError(
+                f"view_sections({asked!r}) returned the text of the sections {texts}; list each section's id and "
+                "title only (read_section is the tool that reads one)."
+            )
         if lines != expected or f"page_id: {page_id}" not in got:
             raise ExerciseError(
-                f"view_sections({asked!r}) returned {_short(got, 90)}; expected a text with 'page_id: {page_id}' "
+                f"view_sections({asked!r}) returned {short_repr(got, 90)}; expected a text with 'page_id: {page_id}' "
                 f"and one line per section, in order: '- {expected[0][0]}: {expected[0][1]}', ... "
                 "(look the page up with PAGES.get(slug(page_id)), so that a title or capitals work too)."
             )
@@ -95,8 +101,16 @@ def check_read_section(read_section) -> str:
         got = _tool_text(read_section, *asked)
         if section["text"] not in got:
             raise ExerciseError(
-                f"read_section{asked!r} returned {_short(got, 90)}; expected a text that holds the section's text "
-                f"({_short(section['text'], 50)}); look both ids up with slug(), so that titles and capitals work."
+                f"read_section{asked!r} returned {short_repr(got, 90)}; expected a text that holds the section's text "
+                f"({short_repr(section['text'], 50)}); look both ids up with slug(), so that titles and capitals work."
+            )
+        others = [
+            s["section_id"] for s in wiki.load_pages()[page_id]["sections"] if s is not section and s["text"] in got
+        ]
+        if others:
+            raise ExerciseError(
+                f"read_section{asked!r} also returned the text of the sections {others}: return one section, the one "
+                "asked for (a whole page costs the model's context and gives the answer away unread)."
             )
     _documented(read_section)
     _error_naming(read_section, ("honeybees", "colony"), "an unknown page", "search_pages", "names search_pages")
@@ -126,7 +140,7 @@ def check_search_pages(search_pages) -> str:
     got = _tool_text(search_pages, "xylophone")
     if _page_ids(got):
         raise ExerciseError(
-            f"search_pages('xylophone') returned {_short(got, 80)}; no page has that word, so list no page "
+            f"search_pages('xylophone') returned {short_repr(got, 80)}; no page has that word, so list no page "
             "(bm25_scores returns [] then) and suggest other keywords."
         )
     start = time.perf_counter()
@@ -153,6 +167,11 @@ REWARD_CASES = [  # completion, gold answer, what the case is
     ([_assistant("drones " + "and more words " * 14)], "drones", "a 43-word reply that holds the answer"),
     ([_assistant(None, ("search_pages", {"query": "drones"}))], "drones", "a rollout that ended on a tool call"),
     (
+        [_assistant("They are drones.", ("read_section", {"page_id": "honeybee", "section_id": "drones"}))],
+        "drones",
+        "a rollout that ended on a tool call with text (the turn cap cut it before the result)",
+    ),
+    (
         [_assistant("The answer is drones."), {"role": "tool", "tool_call_id": "c", "content": "drones"}],
         "drones",
         "a rollout that ended on a tool result",
@@ -166,12 +185,12 @@ def check_correct_answer(correct_answer) -> str:
     """04, part 4: 1.0 when the normalized gold answer is a whole-word part of a short final message."""
     wiki = _wiki()
     for completion, answer, what in REWARD_CASES:
-        got = _call(correct_answer, completion=completion, answer=answer)
+        got = call_part(correct_answer, completion=completion, answer=answer)
         expected = wiki.correct_answer(completion, answer)
         if not (isinstance(got, (int, float)) and got == expected):
             last = completion[-1] if completion else None
             raise ExerciseError(
-                f"correct_answer: for {what} (last message {_short(last, 70)}, gold answer {answer!r}) you "
+                f"correct_answer: for {what} (last message {short_repr(last, 70)}, gold answer {answer!r}) you "
                 f"returned {got!r}; expected {expected}."
             )
     return "correct_answer rewards a short final message that holds the gold answer, and nothing else."
@@ -205,11 +224,13 @@ def check_load_wiki_environment(load_wiki_environment) -> str:
     """04, part 5: a vf.ToolEnv with the three tools, the reference's questions for a seed, the same rewards."""
     import verifiers as vf
 
+    from course_lib import workshop
+
     wiki = _wiki()
     call = "load_wiki_environment(num_eval_examples=5, seed=1)"
-    env = _call(load_wiki_environment, num_eval_examples=5, seed=1)
+    env = call_part(load_wiki_environment, num_eval_examples=5, seed=1)
     if not isinstance(env, vf.ToolEnv):
-        raise ExerciseError(f"{call} returned {_short(env)}; expected a vf.ToolEnv.")
+        raise ExerciseError(f"{call} returned {short_repr(env)}; expected a vf.ToolEnv.")
     names = [tool.name for tool in env.tool_defs or []]
     if names != ["search_pages", "view_sections", "read_section"]:
         raise ExerciseError(
@@ -220,11 +241,11 @@ def check_load_wiki_environment(load_wiki_environment) -> str:
     mine, expected = (e.get_eval_dataset()["question"] for e in (env, reference))
     if mine != expected:
         raise ExerciseError(
-            f"{call}: your evaluation set starts with {_short(mine[0] if mine else None, 50)}, the reference's with "
-            f"{_short(expected[0], 50)}: shuffle the questions with Dataset.shuffle(seed=seed), then keep the first "
-            "num_eval_examples."
+            f"{call}: your evaluation set starts with {short_repr(mine[0] if mine else None, 50)}, the reference's "
+            f"with {short_repr(expected[0], 50)}: shuffle the questions with Dataset.shuffle(seed=seed), then keep the "
+            "first num_eval_examples."
         )
-    every = _call(load_wiki_environment)
+    every = call_part(load_wiki_environment)
     if len(every.get_eval_dataset()) != len(wiki.load_questions()) or env.max_turns != 8:
         raise ExerciseError(
             f"load_wiki_environment() evaluates {len(every.get_eval_dataset())} questions with max_turns "
@@ -233,17 +254,24 @@ def check_load_wiki_environment(load_wiki_environment) -> str:
     info = env.get_eval_dataset()[0].get("info") or {}
     if not {"page_id", "section_id"} <= set(info):
         raise ExerciseError(
-            f"{call}: a row's info is {_short(info)}; expected the question's page_id and section_id in it "
+            f"{call}: a row's info is {short_repr(info)}; expected the question's page_id and section_id in it "
             "(notebook 08 splits the questions by page with them)."
         )
     message = str(env.error_formatter(KeyError("open_page")))
     if "search_pages" not in message:
         raise ExerciseError(
-            f"{call}: a call to a tool that does not exist is answered with {_short(message)}; pass "
+            f"{call}: a call to a tool that does not exist is answered with {short_repr(message)}; pass "
             "error_formatter=format_tool_error, which names the tools."
         )
+    workshop.same_arguments(env, reference, call)
+    capped = "load_wiki_environment(max_turns=3, num_eval_examples=5, seed=1)"
+    workshop.same_arguments(
+        call_part(load_wiki_environment, max_turns=3, num_eval_examples=5, seed=1),
+        wiki.load_environment(max_turns=3, num_eval_examples=5, seed=1),
+        capped,
+    )
     hint = ": is correct_answer the rubric's only function, with weight 1.0?"
-    same_rewards(env, reference, check_players(), call, "your environment", hint)
+    workshop.same_rewards(env, reference, check_players(), call, "your environment", hint)
     return f"{call}: the reference's questions, the three tools, and the same rewards for the same players."
 
 
@@ -278,7 +306,7 @@ def check_wiki_session_env(env_class) -> str:
     if "session" in json.dumps(tools["take_note"].parameters):
         raise ExerciseError(
             f"{name}: the schema of take_note shows the model a 'session' argument "
-            f"({_short(tools['take_note'].parameters, 90)}); "
+            f"({short_repr(tools['take_note'].parameters, 90)}); "
             "add it with self.add_tool(take_note, args_to_skip=['session'])."
         )
     row = env.get_eval_dataset()[0]
@@ -307,19 +335,19 @@ def check_wiki_session_env(env_class) -> str:
     if not isinstance(first.get("session"), dict) or notes != ["first", "second"]:
         raise ExerciseError(
             f"{name}: after take_note('first') and take_note('second', session=<forged>) the state's session is "
-            f"{_short(first.get('session') and {'notes': notes}, 80)}; expected {{'notes': ['first', 'second']}}: "
+            f"{short_repr(first.get('session') and {'notes': notes}, 80)}; expected {{'notes': ['first', 'second']}}: "
             "setup_state creates "
             "state['session'] = {'notes': []}, and update_tool_args puts it over any session the model sent."
         )
     results = [m["content"] for m in first["completion"] if m["role"] == "tool"]
     if len(results) != 3 or results[2].startswith("Error"):
         raise ExerciseError(
-            f"{name}: search_pages(query='moon') was answered {_short(results[-1] if results else None, 80)}; "
+            f"{name}: search_pages(query='moon') was answered {short_repr(results[-1] if results else None, 80)}; "
             "give the session only to the tools that hide it (self.skipped_args.get(tool_name, []))."
         )
     if (second.get("session") or {}).get("notes") != ["first"]:
         raise ExerciseError(
-            f"{name}: a second rollout's session holds {_short(second.get('session'), 80)}; expected only its own "
+            f"{name}: a second rollout's session holds {short_repr(second.get('session'), 80)}; expected only its own "
             "note ['first']: create a new session for each rollout in setup_state, not one in __init__."
         )
     return f"{name}: take_note's session is hidden from the model, made per rollout and never forged."
@@ -346,23 +374,23 @@ def expert_reward_by_cap(items: int = 5) -> dict[int, float]:
 def check_turns_needed(answer) -> None:
     """04, experiment: the smallest max_turns at which the scripted expert gets full reward, read off the plot;
     exactly."""
-    if _not_answered(answer, "read the plot: the smallest max_turns whose bar reaches 1.0"):
+    if not_answered(answer, "read the plot: the smallest max_turns whose bar reaches 1.0"):
         return
     rewards = expert_reward_by_cap()
     right = min(cap for cap, reward in rewards.items() if reward == 1.0)
-    if _is_number(answer) and answer == right:
+    if is_number(answer) and answer == right:
         print(
             f"Correct: {right}. The expert needs one model turn per step: search_pages, view_sections, read_section "
             f"(every section in one message) and then the answer; with max_turns = {right - 1} the cap ends the "
             f"rollout on its reads, before it answers, and the reward is {rewards[right - 1]:.0f}."
         )
         return
-    if _is_number(answer) and answer in rewards and answer < right:
+    if is_number(answer) and answer in rewards and answer < right:
         raise ExerciseError(
             f"the turns needed: with max_turns = {answer} the expert scores {rewards[answer]:.2f}, because the cap "
             "ends the rollout before its answer; find the smallest max_turns whose bar reaches 1.0."
         )
-    if _is_number(answer) and answer > right:
+    if is_number(answer) and answer > right:
         raise ExerciseError(
             f"the turns needed: with max_turns = {answer} the expert does get full reward, but it needs fewer turns; "
             "find the smallest max_turns whose bar reaches 1.0."

@@ -24,9 +24,9 @@ from typing import Callable
 
 import torch
 
-from course_lib.check_environment import reward_functions
 from course_lib.local_model import GenerateBatch, LocalModel, LocalModelClient
 from course_lib.offline import run_coroutine
+from course_lib.rewards import reward_functions
 
 
 def episode_tokens(state) -> dict:

@@ -16,6 +16,7 @@ import dis
 import importlib
 import inspect
 import linecache
+import math
 import re
 import shutil
 import sys
@@ -24,8 +25,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from course_lib.exercises import ExerciseError
+from course_lib.exercise_mechanism import ExerciseError, short_repr
 from course_lib.offline import OfflineClient, run_coroutine
+from course_lib.rewards import reward_functions
 
 ROOT = Path(__file__).resolve().parent.parent
 MY_ENVS = (ROOT if (ROOT / "notebooks").is_dir() else Path.cwd()) / "my_envs"  # git ignores it
@@ -162,6 +164,62 @@ def score(env, replies: dict, items: int) -> pd.DataFrame:
         return table
 
     return pd.DataFrame(run_coroutine(play()), columns=["item", "reply", "reward"])
+
+
+def same_rewards(env, reference, players: dict, part: str, yours: str, hint: str = "", items: int = 3) -> None:
+    """Raise, naming the first item and player (a reply maker, or a client) where `env` and `reference` score
+    differently on their first `items` items (an exercise check's comparison; `compare` shows a table)."""
+    mine, theirs = (score(e, players, items).itertuples(index=False) for e in (env, reference))
+    for (item, kind, got), (_, _, want) in zip(mine, theirs):
+        if not math.isclose(got, want, abs_tol=1e-9):
+            raise ExerciseError(
+                f"{part}: for item {item}, with '{kind}', {yours} gives {got:.4f}, the reference {want:.4f}{hint}"
+            )
+
+
+PARSER_SAMPLES = [  # a reply in each course environment's answer format, and none
+    "The answer is drones.",
+    "<reversed_text>!olleH</reversed_text>",
+    "So \\boxed{42}.",
+    "<move>4</move>",
+    "",
+]
+
+
+def verifiers_arguments(env) -> dict:
+    """What an environment was given, as the model and the rubric meet it: the rows of both datasets, the
+    system prompt, what its parser reads, the rubric's functions and weights, max_turns, the tool-error text."""
+
+    def rows(dataset):
+        return None if dataset is None else [(r["question"], r["answer"]) for r in dataset]
+
+    def parsed(text):
+        try:
+            return env.parser.parse_answer([{"role": "assistant", "content": text}])
+        except Exception as error:
+            return f"raised {type(error).__name__}"
+
+    formatter = getattr(env, "error_formatter", None)  # tool environments only
+    return {
+        "dataset": rows(env.get_dataset() if env.dataset is not None else None),
+        "eval_dataset": rows(env.get_eval_dataset() if env.eval_dataset is not None else None),
+        "system_prompt": env.system_prompt,
+        "parser": [parsed(text) for text in PARSER_SAMPLES],
+        "rubric": [(reward.name, reward.weight) for reward in reward_functions(env)],
+        "max_turns": getattr(env, "max_turns", None),
+        "error_formatter": formatter and [formatter(error) for error in (KeyError("open_page"), TypeError("no x"))],
+    }
+
+
+def same_arguments(env, reference, call: str) -> None:
+    """Raise, naming the first argument the reference passes to verifiers that `env` has otherwise."""
+    mine, theirs = verifiers_arguments(env), verifiers_arguments(reference)
+    for argument, want in theirs.items():
+        if mine[argument] != want:
+            raise ExerciseError(
+                f"{call}: its {argument} differs from the reference's (yours {short_repr(mine[argument])}, the "
+                f"reference's {short_repr(want)}): pass {argument}= to verifiers as the reference does."
+            )
 
 
 def compare(mine, reference, replies: dict, items: int = 5) -> pd.DataFrame:

@@ -16,8 +16,8 @@ import verifiers as vf
 import double_check
 import reverse_text
 import tictactoe
-from course_lib.check_environment import reward_functions
 from course_lib.play import Game, IllegalMove, expert_answer
+from course_lib.rewards import reward_functions
 from course_lib.scripted_client import ScriptedClient
 from tictactoe import LinearXMLParser, tag_contents
 from tictactoe.game import new_board

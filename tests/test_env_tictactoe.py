@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib.check_environment import reward_functions
+from course_lib.rewards import reward_functions
 from course_lib.scripted_client import ScriptedClient
 from tictactoe import (
     SYSTEM_PROMPT,

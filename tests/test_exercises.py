@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib import exercises
+from course_lib import exercise_mechanism, exercises
 
 NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
 
@@ -24,6 +24,30 @@ WRONG = [  # part, a wrong version (the bug it stands for)
     ("sft_steps", lambda games, batch, epochs: int(epochs * games // batch)),  # drops the short last batch
     ("advantages", lambda rewards, scale: [r - sum(rewards) / len(rewards) for r in rewards]),  # never scales
     ("advantages", lambda rewards, scale: 1 / 0),  # a crash becomes a sentence
+    ("reward_with_format", lambda reply: 1.0 if "391" in reply else 0.2 if "<answer>" in reply else 0.0),  # no tags
+    ("reward_with_format", lambda reply: float("<answer>" in reply)),  # any answer in the tags earns 1
+    ("my_wilson", lambda k, n, z=1.96: (max(0.0, k / n - 0.1), min(1.0, k / n + 0.1))),  # a fixed half-width
+    (
+        "my_wilson",
+        lambda k, n, z=1.96: tuple(
+            ((k / n + z * z / (2 * n)) + s * z * (k / n * (1 - k / n) / n + z * z / (4 * n * n)) ** 0.5)
+            for s in (-1, 1)
+        ),
+    ),  # the Wilson centre and half-width without dividing by (1 + z²/n)
+    ("keep_hard_win", lambda game: game["winner"] == "X"),  # the opponent's strength ignored
+    ("keep_hard_win", lambda game: game["winner"] == "X" and game["random_move_prob"] < 0.3),  # 0.3 left out
+    ("sft_steps", lambda games, batch, epochs: -(-games // batch) * epochs),  # not rounded up after the epochs
+    ("sft_steps", lambda games, batch, epochs: -(-games * epochs // batch)),  # batches counted across epochs
+    (
+        "advantages",
+        lambda rewards, scale: [
+            (r - sum(rewards) / len(rewards))
+            / ((sum((x - sum(rewards) / len(rewards)) ** 2 for x in rewards) / len(rewards)) ** 0.5 + 1e-4)
+            if scale == "group"
+            else r - sum(rewards) / len(rewards)
+            for r in rewards
+        ],
+    ),  # the population std (ddof=0), not TRL's sample std
 ]
 
 
@@ -31,7 +55,7 @@ WRONG = [  # part, a wrong version (the bug it stands for)
 def test_a_wrong_answer_fails_with_one_sentence_naming_the_part(name, wrong):
     _, check = exercises.WORKSHOP[name]
     wrong.__name__ = name  # as the learner's function is named
-    with pytest.raises(exercises.ExerciseError) as error:
+    with pytest.raises(exercise_mechanism.ExerciseError) as error:
         check(wrong)
     assert str(error.value).startswith(f"{name}(") and len(str(error.value)) > 40
 
@@ -49,7 +73,7 @@ def test_games_needed_waits_for_an_answer_then_checks_it(capsys):
     assert "Correct" in capsys.readouterr().out
     exercises.check_games_needed(None)  # "Run All" with no answer goes on
     assert "Not answered yet" in capsys.readouterr().out
-    with pytest.raises(exercises.ExerciseError):
+    with pytest.raises(exercise_mechanism.ExerciseError):
         exercises.check_games_needed(96)  # the Wald interval's answer
 
 

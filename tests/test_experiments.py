@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from course_lib import exercises
-from course_lib.exercises import ExerciseError
+from course_lib import exercise_mechanism, exercises
+from course_lib.exercise_mechanism import ExerciseError
 
 EXPERIMENTS = [  # notebook, check, the right reading, wrong readings (the mistake each stands for)
     ("06_evaluate_models.ipynb", exercises.check_wald_coverage, 0.64, [0.88, 0.925, 0.95, "0.64"]),
@@ -51,7 +51,7 @@ def test_no_answer_yet_lets_the_notebook_run_on(notebook, check, right, wrong, c
 
 
 def cells(notebook: str) -> list[dict]:
-    return json.loads((exercises.NOTEBOOKS / notebook).read_text())["cells"]
+    return json.loads((exercise_mechanism.NOTEBOOKS / notebook).read_text())["cells"]
 
 
 @pytest.mark.parametrize("notebook, check, right, wrong", EXPERIMENTS, ids=IDS)

@@ -15,7 +15,8 @@ import pytest
 import verifiers as vf
 from test_workshop import load_alone, notebook_namespace, parts, write_and_load
 
-from course_lib import exercises, exercises_tictactoe, workshop
+import tictactoe
+from course_lib import exercise_mechanism, exercises, exercises_tictactoe, workshop
 
 NOTEBOOK = "05_tictactoe_env.ipynb"
 
@@ -34,7 +35,7 @@ WRONG = {  # a deliberately wrong version of a part -> the words its one sentenc
         "    if rng.random() < random_move_prob:\n"
         "        return rng.choice(legal_moves(board))\n"
         "    return rng.choice(best_moves(board, OPPONENT))\n",
-        "opponent_reply: at random_move_prob 0, over 40 game seeds, O answered X in the centre only with",
+        "opponent_reply: at random_move_prob 0.0, over 800 game seeds, O answered X in the centre with cell",
     ),
     "an opponent with one generator for every game": (
         "SHARED = random.Random(0)\n"
@@ -44,13 +45,21 @@ WRONG = {  # a deliberately wrong version of a part -> the words its one sentenc
         "    return SHARED.choice(best_moves(board, OPPONENT))\n",
         "when asked again: the same game and board must get the same reply",
     ),
-    "an opponent that skips the coin at 0": (
+    "an opponent that always plays the first optimal move": (
         "def opponent_reply(board, random_move_prob, game_seed):\n"
         "    rng = random.Random(f'{game_seed}:{board_to_text(board)}')\n"
-        "    if random_move_prob > 0 and rng.random() < random_move_prob:\n"
+        "    if rng.random() < random_move_prob:\n"
+        "        return rng.choice(legal_moves(board))\n"
+        "    return best_moves(board, OPPONENT)[0]\n",
+        "O answered X in the centre with cell 0 800 times; expected each corner",
+    ),
+    "an opponent that plays at random too rarely": (
+        "def opponent_reply(board, random_move_prob, game_seed):\n"
+        "    rng = random.Random(f'{game_seed}:{board_to_text(board)}')\n"
+        "    if rng.random() < random_move_prob**2:  # right at 0 and 1 only\n"
         "        return rng.choice(legal_moves(board))\n"
         "    return rng.choice(best_moves(board, OPPONENT))\n",
-        "the reference plays",
+        "opponent_reply: at random_move_prob 0.3, over 800 game seeds, O answered X in the centre with an edge",
     ),
     "a parser with a regular expression": (
         "def parse_move(text):\n"
@@ -131,23 +140,38 @@ WRONG = {  # a deliberately wrong version of a part -> the words its one sentenc
         "    return rows\n",
         "returned other rows when called again",
     ),
-    "games without strata": (
+}
+
+# Correct parts that draw their dice otherwise than the reference: other seed strings, other order of draws.
+OTHER_DRAWS = {
+    "opponent_reply": (
+        "def opponent_reply(board, random_move_prob, game_seed):\n"
+        "    rng = random.Random(f'game {game_seed}, board {board_to_text(board)}')\n"
+        "    best = rng.choice(best_moves(board, OPPONENT))  # both choices first, then the coin\n"
+        "    anywhere = rng.choice(legal_moves(board))\n"
+        "    return anywhere if rng.random() < random_move_prob else best\n"
+    ),
+    "make_games": (
         "def make_games(num_examples, seed, min_random_move_prob=0.0, max_random_move_prob=1.0, num_groups=10,\n"
         "               split='train'):\n"
-        "    rng = random.Random(f'tictactoe:{split}:{seed}')\n"
-        "    rows = []\n"
+        "    rng = random.Random(f'{split}/{seed}')\n"
+        "    width = (max_random_move_prob - min_random_move_prob) / num_groups\n"
+        "    rows, seeds = [], set()\n"
         "    for i in range(num_examples):\n"
-        "        prob = min_random_move_prob + (max_random_move_prob - min_random_move_prob) * rng.random()\n"
-        "        game_seed = rng.randrange(2**31)\n"
-        "        model_starts = random.Random(game_seed).random() < 0.5\n"
+        "        game_seed = rng.getrandbits(40)  # the seed first, who starts from the same generator\n"
+        "        while game_seed in seeds:\n"
+        "            game_seed = rng.getrandbits(40)\n"
+        "        seeds.add(game_seed)\n"
+        "        model_starts = rng.random() < 0.5\n"
+        "        bucket = i % num_groups\n"
+        "        prob = min(min_random_move_prob + (bucket + rng.random()) * width, max_random_move_prob)\n"
         "        board = new_board()\n"
         "        if not model_starts:\n"
         "            board[opponent_reply(board, prob, game_seed)] = OPPONENT\n"
         "        info = {'seed': game_seed, 'model_starts': model_starts, 'random_move_prob': prob,\n"
-        "                'board': board_to_text(board), 'bucket': 0}\n"
+        "                'board': board_to_text(board), 'bucket': bucket}\n"
         "        rows.append({'question': first_user_message(board, model_starts), 'answer': '', 'info': info})\n"
-        "    return rows\n",
-        "make_games(num_examples=20, seed=0): row 0 has bucket 0 and random_move_prob 0.457; expected",
+        "    return rows\n"
     ),
 }
 
@@ -179,13 +203,13 @@ CLASS_WRONG = {
 
 
 def wrong_class(namespace: dict, old: str, new: str) -> None:
-    code = exercises.solution_source(NOTEBOOK, "TicTacToeEnv").replace('"', "'")
+    code = exercise_mechanism.solution_source(NOTEBOOK, "TicTacToeEnv").replace('"', "'")
     assert old in code, old
-    exercises.run_source(code.replace(old, new), namespace, "<wrong class>")
+    exercise_mechanism.run_source(code.replace(old, new), namespace, "<wrong class>")
 
 
 def fails_with_one_sentence(namespace: dict, name: str, words: str) -> str:
-    with pytest.raises(exercises.ExerciseError) as error:
+    with pytest.raises(exercise_mechanism.ExerciseError) as error:
         exercises.check(namespace[name])
     message = str(error.value)
     assert words in message and "\n" not in message and "Traceback" not in message, message
@@ -198,7 +222,7 @@ def test_a_wrong_part_fails_with_one_sentence(wrong):
     code, words = WRONG[wrong]
     name = next(name for name in parts(NOTEBOOK) if f"def {name}(" in code)
     namespace = notebook_namespace(NOTEBOOK)
-    exercises.run_source(code, namespace, f"<wrong: {wrong}>")
+    exercise_mechanism.run_source(code, namespace, f"<wrong: {wrong}>")
     message = fails_with_one_sentence(namespace, name, words)
     if "int()" in wrong:  # the sentence says what to do about it, not only what went wrong
         assert message.endswith("Compare the digits as text first: int() refuses over 4,300 digits."), message
@@ -212,12 +236,28 @@ def test_a_wrong_environment_class_fails_with_one_sentence(wrong):
     fails_with_one_sentence(namespace, "TicTacToeEnv", words)
 
 
+def test_an_opponent_and_games_with_other_draws_pass_every_check(capsys):
+    """Catches: checks that demand the reference's draw order (transcription) where the learner designs: a correct
+    opponent and game rows with other seed strings and another order of draws pass, and so does the class that
+    plays with them; the package comparison then says why its games differ."""
+    namespace = notebook_namespace(NOTEBOOK)
+    for name, code in OTHER_DRAWS.items():
+        exercise_mechanism.run_source(code, namespace, f"<other draws: {name}>")
+    assert namespace["make_games"](4, seed=0) != tictactoe.make_rows(4, seed=0)  # other games than the reference's
+    opponent = namespace["opponent_reply"]
+    for name in ("opponent_reply", "make_games", "TicTacToeEnv"):
+        mine = namespace[name]
+        assert exercises.check(mine) is mine
+        assert capsys.readouterr().out.startswith("Correct: "), name
+    assert namespace["opponent_reply"] is opponent  # the class's check put the learner's opponent back
+
+
 def test_the_learner_writes_at_least_90_lines():
     """Catches: a conversion that hands the learner the environment and leaves a few lines to fill in."""
     lines = [
         line
         for name in parts(NOTEBOOK)
-        for line in exercises.solution_source(NOTEBOOK, name).splitlines()
+        for line in exercise_mechanism.solution_source(NOTEBOOK, name).splitlines()
         if line.strip() and not line.strip().startswith(("#", '"""'))
     ]
     assert len(lines) >= 90, len(lines)
@@ -251,7 +291,7 @@ def test_a_wrong_part_in_the_package_is_named_by_the_comparison(tmp_path, monkey
 
     def compare_with(code: str):
         namespace = notebook_namespace(NOTEBOOK)
-        exercises.run_source(code, namespace, "<wrong part>")
+        exercise_mechanism.run_source(code, namespace, "<wrong part>")
         write_and_load(NOTEBOOK, namespace)
         capsys.readouterr()
         return exercises_tictactoe.compare_games(
@@ -261,8 +301,12 @@ def test_a_wrong_part_in_the_package_is_named_by_the_comparison(tmp_path, monkey
         )
 
     trap = "def opponent_reply(board, random_move_prob, game_seed):\n    return best_moves(board, OPPONENT)[0]\n"
-    with pytest.raises(exercises.ExerciseError, match="its board is .*opponent_reply, which make_games calls"):
-        compare_with(trap)  # the first-move trap: O's opening move already differs
+    assert not compare_with(trap).same.all()  # the first-move trap: O's opening moves differ, so do the rows
+    said = capsys.readouterr().out
+    assert said.startswith("Your make_games draws other games than the reference's"), said
+    assert re.search(r"games differ; the first: game \d+, player '[^']+': move \d+ is O\d .*\(opponent_reply", said), (
+        said
+    )
     sign = WRONG["a reward off by a sign"][0]
     table = compare_with(sign)
     assert not table.same.all()
@@ -277,5 +321,5 @@ def test_the_penalty_experiment_is_checked(capsys):
     exercises_tictactoe.check_penalty_threshold(0.46)
     assert "Correct" in capsys.readouterr().out
     for wrong in (0.5, 0.1, "0.46"):  # the format part forgotten; the course's penalty; a string
-        with pytest.raises(exercises.ExerciseError):
+        with pytest.raises(exercise_mechanism.ExerciseError):
             exercises_tictactoe.check_penalty_threshold(wrong)

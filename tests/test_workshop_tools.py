@@ -18,7 +18,7 @@ from test_workshop import (  # tests/ is on sys.path (no __init__.py)
     write_and_load,
 )
 
-from course_lib import exercises, exercises_tools, workshop
+from course_lib import exercise_mechanism, exercises, exercises_tools, workshop
 
 NOTEBOOK = "04_tool_env.ipynb"
 
@@ -169,8 +169,8 @@ def test_a_wrong_part_fails_with_one_sentence(wrong):
     code, words = WRONG[wrong]
     name = next(n for n in exercises_tools.WORKSHOP if f"def {n}(" in code or f"class {n}(" in code)
     namespace = notebook_namespace(NOTEBOOK)
-    exercises.run_source(code, namespace, f"<wrong: {wrong}>")
-    with pytest.raises(exercises.ExerciseError) as error:
+    exercise_mechanism.run_source(code, namespace, f"<wrong: {wrong}>")
+    with pytest.raises(exercise_mechanism.ExerciseError) as error:
         exercises.check(namespace[name])
     message = str(error.value)
     assert words in message and "\n" not in message and "Traceback" not in message, message
@@ -182,7 +182,7 @@ def test_the_parts_are_notebook_04s_and_at_least_40_lines_are_the_learners():
     assert names == list(exercises_tools.WORKSHOP)
     written = 0
     for name in names:
-        solution = exercises.solution_source(NOTEBOOK, name).splitlines()
+        solution = exercise_mechanism.solution_source(NOTEBOOK, name).splitlines()
         stub = "".join("".join(c["source"]) for c in cells(NOTEBOOK, "exercise") if f" {name}(" in "".join(c["source"]))
         stub = {line.strip() for line in stub.splitlines()}
         written += sum(1 for line in solution if line.strip() and line.strip() not in stub)
@@ -225,7 +225,7 @@ def test_a_wrong_tool_in_the_package_is_caught_by_the_comparison(tmp_path, monke
     monkeypatch.setattr(workshop, "MY_ENVS", tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
     namespace = notebook_namespace(NOTEBOOK)
-    exercises.run_source(
+    exercise_mechanism.run_source(
         "def search_pages(query: str) -> str:\n    return 'No page matches.'\n", namespace, "<wrong search>"
     )
     write_and_load(NOTEBOOK, namespace)
