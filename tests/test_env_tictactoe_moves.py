@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.check_environment import reward_functions
+from course_lib.rewards import reward_functions
 from course_lib.scripted_client import ScriptedClient
 from tictactoe import SYSTEM_PROMPT, load_environment
 from tictactoe.game import best_moves, legal_moves, render
