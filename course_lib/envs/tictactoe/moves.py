@@ -127,6 +127,10 @@ def legal(completion, info, parser, **kwargs) -> float:
     return 1.0 - invalid_move(completion, info, parser)
 
 
+REWARD_WEIGHTS = {move_reward: 1.0, format_reward: 0.2, invalid_move: -0.1}
+METRICS = [optimal, legal]
+
+
 def load_environment(games: list[list[dict]], **kwargs) -> vf.SingleTurnEnv:
     """One episode per position of X in `games` (each a list of chat messages, like the full game's
     transcripts), one answer each, rewarded from the game tree."""
@@ -135,8 +139,8 @@ def load_environment(games: list[list[dict]], **kwargs) -> vf.SingleTurnEnv:
         raise ValueError("no position with a choice to make in these games")
     parser = MoveParser()
     rubric = vf.Rubric(
-        funcs=[move_reward, format_reward, invalid_move, optimal, legal],
-        weights=[1.0, 0.2, -0.1, 0.0, 0.0],
+        funcs=[*REWARD_WEIGHTS, *METRICS],
+        weights=[*REWARD_WEIGHTS.values(), *[0.0] * len(METRICS)],
         parser=parser,
     )
     return vf.SingleTurnEnv(dataset=Dataset.from_list(rows), parser=parser, rubric=rubric, **kwargs)
