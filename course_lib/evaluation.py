@@ -222,9 +222,8 @@ def plays_better(table: pd.DataFrame, first: str, second: str, effect: float = 0
     better = [m for m, row in rows.items() if change[m] >= effect and row["p_value"] < alpha]
     worse = [m for m, row in rows.items() if change[m] < 0 and row["p_value"] < 0.05]
     said = "; ".join(
-        f"{outcome}s vs {opponent}: {rows[(opponent, outcome)][first]:.1%} -> {rows[(opponent, outcome)][second]:.1%} "
-        f"(p = {rows[(opponent, outcome)]['p_value']:.2g})"
-        for opponent, outcome in PLAY_MEASURES
+        f"{outcome} vs {opponent}: {row[first]:.1%} -> {row[second]:.1%} (p = {row['p_value']:.2g})"
+        for (opponent, outcome), row in rows.items()
     )
     verdict = "plays better" if better and not worse else "worse on a measure" if worse else "not shown"
     return f"{said}: {verdict}"

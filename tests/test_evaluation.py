@@ -430,3 +430,22 @@ def test_evaluate_model_plays_each_evaluation_once_and_again_when_the_weights_ch
     assert evaluate("start", games=8)[1] > 0  # other games
     (checkpoint / "model.safetensors").write_bytes(b"weights 2, retrained")
     assert evaluate("start")[1] > 0
+
+
+def test_plays_better_needs_an_effect_its_p_value_and_no_measure_worse():
+    """Catches: a verdict from a small effect, from a large one that could be luck, or one that ignores a
+    play measure that got worse (the decided test of notebook 09 and RESULTS)."""
+    import pandas as pd
+
+    from course_lib.evaluation import plays_better
+
+    def table(optimal, random):  # (start, after, p) per measure
+        rows = [("optimal", "non-loss", *optimal), ("random", "win", *random), ("both", "non-loss", 0.5, 0.5, 1.0)]
+        return pd.DataFrame(rows, columns=["opponent", "outcome", "start", "after", "p_value"])
+
+    assert plays_better(table((0.20, 0.30, 0.001), (0.5, 0.5, 1.0)), "start", "after").endswith(": plays better")
+    assert plays_better(table((0.20, 0.26, 0.001), (0.5, 0.5, 1.0)), "start", "after").endswith(": not shown")
+    assert plays_better(table((0.20, 0.30, 0.02), (0.5, 0.5, 1.0)), "start", "after").endswith(": not shown")
+    verdict = plays_better(table((0.20, 0.30, 0.001), (0.60, 0.50, 0.03)), "start", "after")
+    assert verdict.endswith(": worse on a measure")
+    assert "non-loss vs optimal: 20.0% -> 30.0% (p = 0.001)" in verdict
