@@ -165,18 +165,17 @@ _BASE = Profile(
     api=ApiBudget(max_tokens_per_turn=4096, max_concurrent=8),
     # one conversation per pass: no padding, 1.09-1.18x a step against 2, same losses (RESULTS.md)
     sft=SFTBudget(num_games=300, epochs=2.0, learning_rate=5e-5, batch_size=8, micro_batch_size=1, use_lora=False),
-    # The sweep run sweeps.CPU_RECIPE_RUN (data/grpo_sweep_cpu/): 5 steps of 8 prompts x 8 games
-    # (44 min on 2 cores), LoRA, opponents 0-50% random; it ran micro-batches of 2 games: 1 is the same
-    # sum, faster once each game is trained at its own length (RESULTS.md), and needs the least memory
+    # The per-move run sweeps.CPU_RECIPE_RUN (data/grpo_moves_cpu/): 20 steps of 8 positions x 8 answers, LoRA,
+    # 26 min on 2 cores; a micro-batch holds the whole step, so each group's shared prompt runs once
     grpo=GRPOBudget(
-        max_steps=5,
+        max_steps=20,
         position_games=128,
         prompts_per_step=8,
         num_generations=8,
-        micro_batch_size=1,
+        micro_batch_size=64,
         max_tokens_per_turn=56,
-        max_episode_tokens=352,
-        learning_rate=2e-4,
+        max_episode_tokens=56,
+        learning_rate=3e-4,
         temperature=1.0,
         min_random_move_prob=0.0,
         max_random_move_prob=0.5,
@@ -213,6 +212,7 @@ PROFILES = {
             "grpo.position_games": 4,
             "grpo.prompts_per_step": 1,  # one group of 2 answers a step
             "grpo.num_generations": 2,
+            "grpo.micro_batch_size": 2,  # the group in one micro-batch: its shared prompt runs once
             "grpo.max_tokens_per_turn": 16,
             "grpo.max_episode_tokens": 48,  # about 3 turns: each step's games cost seconds, not minutes
             "factory.steps": 1,

@@ -14,7 +14,10 @@ from course_lib.evaluation import summarize, wilson_interval
 # The course's own sweep on the cpu profile (2 CPU cores), committed so that notebooks 09 and 10 can
 # show it without hours of training: sweep.csv, each run's log_history.json and games (README there).
 RECORDED_SWEEP = Path(__file__).resolve().parent.parent / "data" / "grpo_sweep_cpu"
-CPU_RECIPE_RUN = "lora8-lr2e-4-opp0.0-0.5-64games"  # the run whose settings the cpu profile uses (tests check it)
+FULL_GAME_RECIPE_RUN = "lora8-lr2e-4-opp0.0-0.5-64games"  # the cpu recipe on whole games, until 2026-11-28
+# The per-move environment's runs (python -m course_lib.train_grpo --evaluate 100), the same layout
+MOVES_SWEEP = RECORDED_SWEEP.parent / "grpo_moves_cpu"
+CPU_RECIPE_RUN = "p1"  # the run whose settings the cpu profile uses (tests check it)
 
 
 def sweep_table(path: Path):

@@ -376,24 +376,23 @@ def test_the_recorded_sweep_has_a_row_a_log_and_games_for_every_run():
 
 
 def test_the_cpu_profile_trains_with_the_settings_of_its_recorded_run():
-    """Catches: the cpu profile's GRPO settings drifting from the recorded run that notebooks 09 and
-    10 show as its result (and the README quotes)."""
+    """Catches: the cpu profile's GRPO settings drifting from the recorded per-move run that notebooks 09
+    and 10 show as its result."""
     import pandas as pd
 
     from course_lib.profiles import get_profile
-    from course_lib.sweeps import CPU_RECIPE_RUN, RECORDED_SWEEP
+    from course_lib.sweeps import CPU_RECIPE_RUN, MOVES_SWEEP
     from course_lib.train_grpo import with_settings
 
-    runs = pd.read_csv(RECORDED_SWEEP / "sweep.csv").set_index("run")
+    runs = pd.read_csv(MOVES_SWEEP / "sweep.csv").set_index("run")
     cpu = get_profile("cpu")
-    # the micro-batch size changes the speed and memory, not the sum of the gradients
-    recorded = runs.loc[CPU_RECIPE_RUN, "settings"].split()
-    assert with_settings(cpu, [*recorded, f"grpo.micro_batch_size={cpu.grpo.micro_batch_size}"]) == cpu
-    # what the sweep's runs did not set: the cpu profile's values when they ran (data/grpo_sweep_cpu/README.md)
-    unset = (cpu.grpo.temperature, cpu.grpo.max_tokens_per_turn, cpu.grpo.max_episode_tokens)
-    assert unset == (1.0, 56, 352)
-    # the sweep played 100 games per opponent (--evaluate 100); the profile plays 64 since 2026-11-27
-    played = pd.read_csv(RECORDED_SWEEP / CPU_RECIPE_RUN / "eval_games.csv").groupby(["player", "opponent"]).size()
+    environment, recorded = runs.loc[CPU_RECIPE_RUN, "settings"].split(maxsplit=2)[1:]
+    assert environment == "moves"
+    assert with_settings(cpu, recorded.split()) == cpu
+    # what the run did not set: the cpu profile's values when it ran
+    unset = (cpu.grpo.temperature, cpu.grpo.max_tokens_per_turn, cpu.grpo.position_games, cpu.grpo.prompts_per_step)
+    assert unset == (1.0, 56, 128, 8)
+    played = pd.read_csv(MOVES_SWEEP / CPU_RECIPE_RUN / "eval_games.csv").groupby(["player", "opponent"]).size()
     assert set(played) == {100}
 
 
