@@ -59,17 +59,29 @@ def healthy(lesson):
 def test_the_main_run_reaches_both_targets_with_the_cpu_budget(lesson):
     """Catches: a GRPO step that no longer learns (a sign, a baseline, a loss), or a recipe that stopped working.
 
-    The notebook aims at 90% in both columns. The same seeded run reached 92.6% / 91.3% on the AMD host of the
-    published run and 89.7% / 89.8% on a 2-core Intel Xeon (2026-11-28): CPUs round the same sums differently
-    and RL amplifies it. So the test asks 85%: the untrained policy wins under 20%, and the wrong sign ends 40
-    points below a healthy run (the next test)."""
+    The notebook aims at 90% in both columns. Without the entropy bonus the same seeded run reached 92.6% /
+    91.3% on the AMD host of the published run and 89.7% / 89.8% on a 2-core Intel Xeon (2026-11-28): CPUs
+    round the same sums differently and RL amplifies it. So the test asks 85%: the untrained policy wins under
+    20%, and the wrong sign ends 40 points below a healthy run (the next test)."""
     untrained = lesson["scores"](lesson["TinyPolicy"](), games=CPU.eval_games)
-    policy, history = lesson["train"](CPU.steps)
+    policy, history = lesson["train"](CPU.steps, entropy_bonus=lesson["ENTROPY_BONUS"])
     trained = lesson["scores"](policy, games=CPU.eval_games)
     assert untrained["wins vs random"] < 0.2
     assert trained["wins vs random"] >= 0.85, trained
     assert trained["non-losses vs optimal"] >= 0.85, trained
     assert history["reward"].tail(100).mean() > history["reward"].head(100).mean() + 0.3
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_recipe_reaches_both_targets_at_other_seeds(lesson, seed):
+    """Catches: a recipe that meets its targets only at seed 0, by luck. Before the entropy bonus, seeds 1-3
+    won 90-91% against the random opponent but held only 54-59% non-losses against the optimal one, stuck on
+    a losing reply to its openings (dev/scratch_seeds.md); seed 0 met both. With the bonus (0.1) seed 1 reached
+    93.2% / 94.7% in 50 CPU seconds; seeds 2 and 3, and this test's time (about 3 x 50 s), are not measured yet."""
+    policy, _ = lesson["train"](CPU.steps, entropy_bonus=lesson["ENTROPY_BONUS"], seed=seed)
+    trained = lesson["scores"](policy, games=CPU.eval_games)
+    assert trained["wins vs random"] >= 0.9, trained
+    assert trained["non-losses vs optimal"] >= 0.9, trained
 
 
 def test_a_wrong_advantage_sign_does_not_learn(lesson, healthy):
