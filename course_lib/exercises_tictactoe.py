@@ -520,8 +520,8 @@ def _check_tictactoe_env(env_class) -> str:
     from datasets import Dataset
 
     from course_lib.offline import run_coroutine
-    from course_lib.scripted_client import read_board
     from tictactoe import message_text
+    from tictactoe.game import read_board
 
     ttt = _ttt()
     rows = Dataset.from_list(ttt.make_rows(6, seed=5, split="eval"))

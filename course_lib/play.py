@@ -28,7 +28,7 @@ from typing import Callable
 import datasets
 
 from course_lib.offline import run_coroutine
-from course_lib.scripted_client import ScriptedClient, read_board, scripted_answer
+from course_lib.scripted_client import ScriptedClient, scripted_answer
 from tictactoe import (
     MODEL,
     OPPONENT,
@@ -38,7 +38,7 @@ from tictactoe import (
     load_environment,
     tag_contents,
 )
-from tictactoe.game import is_over, new_board
+from tictactoe.game import is_over, new_board, read_board
 
 Answer = Callable[[list[dict]], str]  # the model: messages so far -> its next answer
 

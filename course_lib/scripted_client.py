@@ -17,26 +17,15 @@ tools, no model), to test the tool mechanics and to compare models against.
 
 import hashlib
 import random
-import re
 
 import verifiers as vf
 
 from course_lib.offline import OfflineClient
 from tictactoe import message_text
-from tictactoe.game import expert_move, is_over, legal_moves
+from tictactoe.game import expert_move, is_over, legal_moves, read_board
 from wiki_search.expert import wiki_expert_turn
 
 PLAYERS = ("expert", "random")
-_ROW = re.compile(r"^ ?([XO0-8]) \| ([XO0-8]) \| ([XO0-8]) ?$", re.MULTILINE)
-
-
-def read_board(text: str) -> list | None:
-    """The last board drawn in `text` by tictactoe.game.render, or None if there is none."""
-    rows = _ROW.findall(text)
-    if len(rows) < 3:
-        return None
-    cells = [cell for row in rows[-3:] for cell in row]
-    return [cell if cell in ("X", "O") else None for cell in cells]
 
 
 def scripted_answer(board, policy: str, rng: random.Random) -> str:

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from tictactoe import board_to_text, render
-from tictactoe.game import _winning_cells, best_moves, is_over, legal_moves
+from tictactoe.game import best_moves, is_over, legal_moves, winning_cells
 
 KINDS = ("win", "block", "best")  # the first rule that applies names the puzzle
 # Short on purpose: every prompt token is computed again in each training forward and backward pass.
@@ -49,9 +49,9 @@ def canonical(text: str) -> str:
 
 
 def answers(board) -> tuple[str, list[int]]:
-    if wins := _winning_cells(board, "X"):
+    if wins := winning_cells(board, "X"):
         return "win", wins
-    if threats := _winning_cells(board, "O"):
+    if threats := winning_cells(board, "O"):
         return "block", threats if len(threats) == 1 else best_moves(board, "X")
     return "best", best_moves(board, "X")
 

@@ -14,8 +14,8 @@ import pytest
 from course_lib.rewards import reward_functions
 from course_lib.scripted_client import ScriptedClient
 from tictactoe import SYSTEM_PROMPT, load_environment
-from tictactoe.game import best_moves, legal_moves, render
-from tictactoe.moves import board_in, cell_score, kind_of, position_rows
+from tictactoe.game import best_moves, legal_moves, read_board, render
+from tictactoe.moves import cell_score, kind_of, position_rows
 from tictactoe.moves import load_environment as load_move_environment
 
 EXPERT_GAMES = Path(__file__).parent.parent / "data" / "tictactoe_sft" / "games.jsonl"
@@ -43,12 +43,12 @@ class ReplayClient(ScriptedClient):
         return self.answer
 
 
-def test_board_in_reads_the_last_board_the_full_game_draws():
+def test_read_board_reads_the_last_board_the_full_game_draws():
     position = board("X.O.O...X")
     text = f"You played 8. O played 4.\n\n{render(position)}\n\nYour move."
-    assert board_in(text) == position
-    assert board_in(f"Invalid move.\n\n{render(board('.........'))}\n\n{render(position)}") == position
-    assert board_in("no board here") is None
+    assert read_board(text) == position
+    assert read_board(f"Invalid move.\n\n{render(board('.........'))}\n\n{render(position)}") == position
+    assert read_board("no board here") is None
 
 
 def outcome_sign(position, player: str) -> int:
@@ -87,7 +87,7 @@ def test_every_row_has_a_choice_and_is_shown_as_the_full_game_shows_it():
         assert prompt[0] == {"role": "system", "content": SYSTEM_PROMPT} == full_game_prompt[0]
         assert prompt[-1]["role"] == "user" and prompt[-1]["content"].endswith("Your move.")
         position = board(row["info"]["board"])
-        assert board_in(prompt[-1]["content"]) == position
+        assert read_board(prompt[-1]["content"]) == position
         assert set(best_moves(position, "X")) != set(legal_moves(position))
         assert row["info"]["kind"] == kind_of(position)
     # the kinds are interleaved: the first rows mix them

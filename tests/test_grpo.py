@@ -13,7 +13,8 @@ import yaml
 from course_lib import grpo, rollout_bridge
 from course_lib.models import resolve_model
 from course_lib.profiles import PROFILES, get_profile
-from course_lib.scripted_client import read_board, scripted_answer
+from course_lib.scripted_client import scripted_answer
+from tictactoe.game import read_board
 
 
 @pytest.mark.parametrize("name", sorted(PROFILES))

@@ -8,6 +8,7 @@ and explains it in one sentence (the <think> text of the synthetic SFT data).
 
 import functools
 import random
+import re
 from fractions import Fraction
 
 WIN_LINES: tuple[tuple[int, int, int], ...] = (
@@ -61,6 +62,18 @@ def render(board) -> str:
         cells = [board[cell] or str(cell) for cell in range(start, start + 3)]
         rows.append(" " + " | ".join(cells) + " ")
     return "\n---+---+---\n".join(rows)
+
+
+_BOARD_ROW = re.compile(r"^ ?([XO0-8]) \| ([XO0-8]) \| ([XO0-8]) ?$", re.MULTILINE)
+
+
+def read_board(text: str) -> list | None:
+    """The last board drawn in `text` by `render`, or None if there is none."""
+    rows = _BOARD_ROW.findall(text)
+    if len(rows) < 3:
+        return None
+    cells = [cell for row in rows[-3:] for cell in row]
+    return [cell if cell in ("X", "O") else None for cell in cells]
 
 
 # --- Perfect play ---------------------------------------------------------------------------
@@ -159,7 +172,8 @@ def _completed_line(board, player: str, cell: int) -> str | None:
     return None
 
 
-def _winning_cells(board, player: str) -> list[int]:
+def winning_cells(board, player: str) -> list[int]:
+    """Every empty cell where `player` completes a line with this move."""
     return [cell for cell in legal_moves(board) if _completed_line(board, player, cell)]
 
 
@@ -193,9 +207,9 @@ def expert_move(board, player: str, rng: random.Random) -> tuple[int, str]:
         candidates = [move for move in optimal if move in cells]
         return rng.choice(candidates) if candidates else None
 
-    if (move := choose(_winning_cells(board, player))) is not None:
+    if (move := choose(winning_cells(board, player))) is not None:
         return move, f"Cell {move} completes my line {_completed_line(board, player, move)}, so I win now."
-    if (move := choose(_winning_cells(board, opponent))) is not None:
+    if (move := choose(winning_cells(board, opponent))) is not None:
         return move, f"{opponent} threatens {_completed_line(board, opponent, move)}; I block at cell {move}."
     if (move := choose(_fork_cells(board, player))) is not None:
         first, second = _threat_lines(board, player, move)[:2]

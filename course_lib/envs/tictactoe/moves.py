@@ -18,32 +18,20 @@ invalid answer [1.0]; `format_reward` 1 if the answer is well formed [0.2]; `inv
 answer is not a legal move [-0.1]. Metrics [0]: optimal, legal.
 """
 
-import re
-
 import verifiers as vf
 from datasets import Dataset
 
 from . import MODEL, SYSTEM_PROMPT, MoveParser, message_text
-from .game import _winning_cells, best_moves, legal_moves, minimax_value, other
+from .game import best_moves, legal_moves, minimax_value, other, read_board, winning_cells
 
 KINDS = ("win", "block", "other")
-BOARD_ROW = re.compile(r"^ (\S) \| (\S) \| (\S) $", re.MULTILINE)
-
-
-def board_in(text: str) -> list | None:
-    """The last board drawn in a message (the full game's `render`), or None if it draws none."""
-    rows = BOARD_ROW.findall(text)
-    if len(rows) < 3:
-        return None
-    cells = [cell for row in rows[-3:] for cell in row]
-    return [cell if cell in ("X", "O") else None for cell in cells]
 
 
 def kind_of(board) -> str:
     """What the position asks for: a win now, a block of O's line, or neither."""
-    if _winning_cells(board, MODEL):
+    if winning_cells(board, MODEL):
         return "win"
-    if _winning_cells(board, other(MODEL)):
+    if winning_cells(board, other(MODEL)):
         return "block"
     return "other"
 
@@ -72,7 +60,7 @@ def position_rows(games: list[list[dict]]) -> list[dict]:
         for i, message in enumerate(messages):
             if message["role"] != "assistant" or messages[i - 1]["role"] != "user":
                 continue
-            board = board_in(messages[i - 1]["content"])
+            board = read_board(messages[i - 1]["content"])
             if board is None or set(best_moves(board, MODEL)) == set(legal_moves(board)):
                 continue  # no board, or no choice: every legal cell is as good
             prompt = messages[:i]
