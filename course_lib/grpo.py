@@ -290,17 +290,22 @@ async def play_position_games(profile: Profile, model_path: str) -> list[list[di
     """The start model's own full games on training rows (never the evaluation's games), against
     opponents over the profile's skill range, each a list of messages. Played once per model and
     budget, stored under outputs/<profile>/grpo_position_games/; a later call reads them back."""
-    from course_lib.evaluation import turn_sampling_args, weights_fingerprint
+    from course_lib.evaluation import load_transcripts, weights_fingerprint
     from course_lib.profiles import output_dir
-    from course_lib.serving import start_model
-    from tictactoe import GAME_STATE_COLUMNS, load_environment
 
     key = [weights_fingerprint(str(Path(model_path).resolve())), profile.grpo.position_games, POSITION_GAMES_SEED]
     key += [profile.grpo.min_random_move_prob, profile.grpo.max_random_move_prob, profile.eval.max_tokens_per_turn]
     digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:12]
     path = output_dir(profile) / "grpo_position_games" / f"{digest}.jsonl"
-    if path.is_file():
-        return [json.loads(line)["messages"] for line in path.read_text().splitlines() if line.strip()]
+    if not path.is_file():
+        await _play_training_games(profile, model_path, path)
+    return [game["messages"] for game in load_transcripts(path)]
+
+
+async def _play_training_games(profile: Profile, model_path: str, path: Path) -> None:
+    from course_lib.evaluation import save_transcripts, turn_sampling_args
+    from course_lib.serving import start_model
+    from tictactoe import GAME_STATE_COLUMNS, load_environment
 
     env = load_environment(
         num_train_examples=profile.grpo.position_games,
@@ -321,13 +326,7 @@ async def play_position_games(profile: Profile, model_path: str) -> list[list[di
             max_concurrent=profile.max_concurrent,
             state_columns=GAME_STATE_COLUMNS,
         )
-    games = [
-        [{"role": m["role"], "content": m["content"]} for m in o["prompt"] + o["completion"]]
-        for o in results["outputs"]
-    ]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps({"messages": game}) + "\n" for game in games))
-    return games
+    save_transcripts(results["outputs"], path, player=Path(model_path).name, seed=POSITION_GAMES_SEED)
 
 
 def move_environment(games: list[list[dict]]):
