@@ -150,10 +150,23 @@ JUDGE_CASES = [  # reply, what the case is
 ]
 
 
+# One reply for each kind of invalid answer: the model must be told which mistake it made, so no two kinds may
+# share one explanation (the words are the learner's; the reference's docstring: "what is wrong in words").
+JUDGE_KINDS = {
+    "no tag": "I will play 2.",
+    "not a number": "<move>four</move>",
+    "no such cell": "<move>9</move>",
+    "a taken cell": "<move>0</move>",
+}
+
+
 def check_judge(judge) -> str:
-    """05, part 4: (cell, None) for a legal move, (None, the problem in words) otherwise; never raises."""
+    """05, part 4: (cell, None) for a legal move, (None, an explanation) otherwise; never raises, never changes
+    the board. Behaviour, not wording: any non-empty explanation passes, as long as the four kinds of invalid
+    answer (no tag, not a number, no such cell, a taken cell) get four different ones."""
     parser = _ttt().MoveParser()
-    for reply, what in JUDGE_CASES:
+    explanations = {}
+    for reply, what in JUDGE_CASES + [(reply, f"an answer with {kind}") for kind, reply in JUDGE_KINDS.items()]:
         board = _board(JUDGE_BOARD)
         try:
             got = call_part(judge, reply, board)
@@ -170,18 +183,37 @@ def check_judge(judge) -> str:
             raise ExerciseError(
                 f"judge: for {what}, {short_repr(reply)}, you returned {short_repr(got)}; expected a pair."
             )
-        if (got[0] is None) != (expected[0] is None) or got[0] != expected[0]:
-            explain = "a legal move" if expected[0] is not None else "an invalid answer"
+        if expected[0] is not None:
+            if got != (expected[0], None):
+                raise ExerciseError(
+                    f"judge: for {what}, {short_repr(reply)} on the board {JUDGE_BOARD!r} (O in 0, X in 4), you "
+                    f"returned {short_repr(got)}; it is a legal move, expected {(expected[0], None)!r}."
+                )
+            continue
+        if got[0] is not None:
             raise ExerciseError(
                 f"judge: for {what}, {short_repr(reply)} on the board {JUDGE_BOARD!r} (O in 0, X in 4), you returned "
-                f"{short_repr(got)}; it is {explain}, expected {short_repr(expected)}."
+                f"{short_repr(got)}; it is an invalid answer ({expected[1]}), expected (None, your explanation)."
             )
-        if got[1] != expected[1]:
+        if not (isinstance(got[1], str) and got[1].strip()):
             raise ExerciseError(
-                f"judge: for {what}, {short_repr(reply)}, your problem text is {short_repr(got[1], 70)}; expected "
-                f"{expected[1]!r} (the model reads it: the environment's message must say exactly this)."
+                f"judge: for {what}, {short_repr(reply)}, your explanation is {short_repr(got[1])}; expected a "
+                "non-empty string that says what is wrong (the model reads it)."
             )
-    return f"judge gives the right cell or the right problem for {len(JUDGE_CASES)} replies, a 5,000-digit one too."
+        explanations[what] = got[1]
+    kinds = {kind: explanations[f"an answer with {kind}"] for kind in JUDGE_KINDS}
+    for kind, text in kinds.items():
+        same = [other for other, other_text in kinds.items() if other != kind and other_text == text]
+        if same:
+            raise ExerciseError(
+                f"judge: an answer with {kind}, {JUDGE_KINDS[kind]!r}, and one with {same[0]}, "
+                f"{JUDGE_KINDS[same[0]]!r}, get the same explanation, {short_repr(text)}; say which mistake it is, "
+                "so that the model can fix it."
+            )
+    return (
+        f"judge gives the right cell, or an explanation of the mistake, for {len(JUDGE_CASES) + len(JUDGE_KINDS)} "
+        "replies, a 5,000-digit one too."
+    )
 
 
 # ---------------------------------------------------------------- part 2: the opponent
@@ -492,8 +524,9 @@ def _texts(state, role: str) -> list[str]:
 
 def check_tictactoe_env(env_class) -> str:
     """05, part 7: setup_state, play_turn and the stop condition play every game as the reference does: the same
-    states and stop, and messages that show the same board (and an invalid answer's problem). O plays the
-    reference's opponent in both, in place of yours (Part 2 checked it), so only the class is compared."""
+    states and stop, and messages that show the same board (and an invalid answer's problem, in the words of the
+    notebook's judge). O plays the reference's opponent in both, in place of yours (Part 2 checked it), so only the
+    class is compared."""
     import datasets
 
     notebook = first_function(env_class).__globals__  # where play_turn finds opponent_reply
@@ -501,8 +534,9 @@ def check_tictactoe_env(env_class) -> str:
     quiet = datasets.are_progress_bars_disabled()
     datasets.disable_progress_bars()  # no "Map: ..." bars in the check's output
     notebook["opponent_reply"] = reference_opponent
+    judge = notebook.get("judge") if callable(notebook.get("judge")) else _ttt().MoveParser().judge
     try:
-        return _check_tictactoe_env(env_class)
+        return _check_tictactoe_env(env_class, judge)
     finally:
         notebook["opponent_reply"] = yours
         if not quiet:
@@ -516,7 +550,7 @@ def reference_opponent(board, random_move_prob: float, game_seed: int) -> int:
     return opponent_move(board, "O", random_move_prob, _ttt().opponent_rng(game_seed, board))
 
 
-def _check_tictactoe_env(env_class) -> str:
+def _check_tictactoe_env(env_class, judge) -> str:
     from datasets import Dataset
 
     from course_lib.offline import run_coroutine
@@ -559,7 +593,7 @@ def _check_tictactoe_env(env_class) -> str:
             replies, heard, wanted = _texts(expected, "assistant"), _texts(got, "user"), _texts(expected, "user")
             boards = [read_board(message_text(r["prompt"][-1])), *map(read_board, wanted)]  # before each answer
             for turn, (said, want) in enumerate(zip(heard, wanted)):
-                _, problem = ttt.MoveParser().judge(replies[turn], boards[turn])
+                _, problem = call_part(judge, replies[turn], list(boards[turn]))  # in the words play_turn shows
                 if read_board(said) != read_board(want) or (problem and problem not in said):
                     shows = f"the problem, {problem!r}, and " if problem else ""
                     raise ExerciseError(

@@ -97,6 +97,32 @@ WRONG = {  # a deliberately wrong version of a part -> the words its one sentenc
         "    return int(content), None\n",
         "judge: for a cell taken by O",
     ),
+    "a judge with one explanation for every mistake": (
+        "def judge(text, board):\n"
+        "    content = parse_move(text)\n"
+        "    if content is None or not re.fullmatch(r'[+-]?[0-9]+', content):\n"
+        "        return None, 'Invalid move'\n"
+        "    digits = content.lstrip('+-').lstrip('0') or '0'\n"
+        "    if len(digits) > 1 or digits == '9' or (content.startswith('-') and digits != '0'):\n"
+        "        return None, 'Invalid move'\n"
+        "    if board[int(digits)] is not None:\n"
+        "        return None, 'Invalid move'\n"
+        "    return int(digits), None\n",
+        "judge: an answer with no tag, 'I will play 2.', and one with not a number",
+    ),
+    "a judge that explains nothing": (
+        "def judge(text, board):\n"
+        "    content = parse_move(text)\n"
+        "    if content is None or not re.fullmatch(r'[+-]?[0-9]+', content):\n"
+        "        return None, None\n"
+        "    digits = content.lstrip('+-').lstrip('0') or '0'\n"
+        "    if len(digits) > 1 or digits == '9' or (content.startswith('-') and digits != '0'):\n"
+        "        return None, ''\n"
+        "    if board[int(digits)] is not None:\n"
+        "        return None, 'taken'\n"
+        "    return int(digits), None\n",
+        "judge: for a cell that does not exist, '<move>9</move>', your explanation is ''",
+    ),
     "a reward off by a sign": (
         "def make_game_rubric(parser, penalty=0.1):\n"
         "    def win_reward(state):\n"
@@ -175,6 +201,23 @@ OTHER_DRAWS = {
     ),
 }
 
+# A correct judge in its own words: the check tests behaviour (the cell, or an explanation of the mistake), not the
+# reference's sentences.
+JUDGE_IN_OTHER_WORDS = (
+    "def judge(text, board):\n"
+    "    content = parse_move(text)\n"
+    "    if content is None:\n"
+    "        return None, 'I found no move: write it as <move>N</move>'\n"
+    "    if not re.fullmatch(r'[+-]?[0-9]+', content):\n"
+    "        return None, 'a move is one whole number from 0 to 8'\n"
+    "    digits = content.lstrip('+-').lstrip('0') or '0'\n"
+    "    if len(digits) > 1 or digits == '9' or (content.startswith('-') and digits != '0'):\n"
+    "        return None, 'that square is off the board'\n"
+    "    if board[int(digits)] is not None:\n"
+    "        return None, f'square {digits} is occupied'\n"
+    "    return int(digits), None\n"
+)
+
 # The environment class: the solution with one method replaced.
 CLASS_WRONG = {
     "a reply after the end changes the game": (
@@ -250,6 +293,24 @@ def test_an_opponent_and_games_with_other_draws_pass_every_check(capsys):
         assert exercises.check(mine) is mine
         assert capsys.readouterr().out.startswith("Correct: "), name
     assert namespace["opponent_reply"] is opponent  # the class's check put the learner's opponent back
+
+
+def test_a_judge_in_its_own_words_passes_its_check_and_the_environment_class_check(capsys):
+    """Catches: a judge check that wants the reference's sentences word for word (transcription), or a class check
+    that looks for the reference's sentence in a message that shows the learner's. The wrong judges (one that lets
+    a taken cell through, one that raises on a long number, one explanation for every mistake, an empty one) are in
+    WRONG and still fail."""
+    namespace = notebook_namespace(NOTEBOOK)
+    exercise_mechanism.run_source(JUDGE_IN_OTHER_WORDS, namespace, "<judge in other words>")
+    judge = namespace["judge"]
+    assert judge("<move>0</move>", [None] * 9) == (0, None)
+    assert judge("<move>9</move>", [None] * 9) != tictactoe.MoveParser().judge("<move>9</move>", [None] * 9)
+    for name in ("judge", "TicTacToeEnv"):
+        part = namespace[name]
+        assert exercises.check(part) is part
+        assert capsys.readouterr().out.startswith("Correct: "), name
+    wrong = [w for w in WRONG if w.startswith("a judge")]
+    assert len(wrong) >= 4, wrong
 
 
 def test_the_learner_writes_at_least_90_lines():
