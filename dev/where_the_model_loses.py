@@ -1,0 +1,44 @@
+"""Where a model's games against the optimal opponent are lost: for each stored game, the first answer of X that
+threw the position's outcome away, by the kind of position (win now, block O's line, other), and the share of
+answers of each kind that kept the outcome. Reads stored transcripts (evaluation.save_transcripts); runs no model.
+
+    python dev/where_the_model_loses.py outputs/cpu/evaluations/*/transcripts.jsonl
+"""
+
+import collections
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "course_lib" / "envs"))
+from tictactoe.moves import cell_score, kind_of  # noqa: E402
+
+
+def where_lost(path: Path):
+    first_mistakes, answers, kept = collections.Counter(), collections.Counter(), collections.Counter()
+    for line in path.read_text().splitlines():
+        game = json.loads(line)
+        board, first = [None] * 9, None
+        for player, cell in game["moves"]:
+            if player == "X" and board[cell] is None:
+                kind = kind_of(board)
+                keeps = cell_score(board, cell) >= 0.5
+                answers[kind] += 1
+                kept[kind] += keeps
+                if not keeps and first is None:
+                    first = kind
+            board[cell] = player
+        first_mistakes[(game["result"], first or "none")] += 1
+    return first_mistakes, {kind: (kept[kind], answers[kind]) for kind in answers}
+
+
+if __name__ == "__main__":
+    for name in sys.argv[1:]:
+        path = Path(name)
+        header = json.loads(path.read_text().splitlines()[0])
+        first_mistakes, kept = where_lost(path)
+        print(f"{path}: {header.get('player')} vs {header.get('opponent')}")
+        for (result, kind), n in sorted(first_mistakes.items()):
+            print(f"  {result:10s} first outcome-losing answer: {kind:6s} {n}")
+        for kind, (k, n) in sorted(kept.items()):
+            print(f"  answers that keep the outcome, {kind:6s}: {k} of {n} ({k / n:.0%})")
