@@ -491,10 +491,10 @@ def recorded_games_page(games: list[dict]) -> str:
         for number, turn in enumerate(game_turns(game["messages"]), start=1):
             cells = []
             for cell, mark in enumerate(turn.board):
+                mark = mark or (MODEL if cell == turn.move else None)  # the move, drawn as played
                 classes = ["cell", (mark or "empty").lower()]
                 if cell == turn.move:
                     classes += ["move"] + (["refused"] if turn.invalid else [])
-                    mark = mark or MODEL
                 cells.append(f'<div class="{" ".join(classes)}">{mark or cell}</div>')
             played = f"cell {turn.move}" if turn.move is not None else "no cell"
             parts += [
