@@ -74,6 +74,15 @@ def test_a_true_claim_about_another_cell_than_the_move_is_flagged():
     assert "the move is cell 5" in wrong
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_the_scripted_experts_reasons_are_never_flagged(seed):
+    """Catches: a checker that flags true sentences in real positions (the expert's reasons are what the
+    SFT data teaches, and they are right), e.g. a line read backwards or the wrong player's marks."""
+    for model_starts in (True, False):
+        game = play.play_scripted(play.expert_answer(seed), play.random_human(seed), model_starts)
+        assert [turn.wrong for turn in play.game_turns(game.messages) if turn.wrong] == []
+
+
 def test_sentences_the_checker_does_not_read_are_not_flagged():
     """Catches: a checker that flags every reason it cannot read (forks, the centre, no reason)."""
     for reason in ("", "I take the centre, cell 4, which lies on four lines.", "O could fork at cell 2."):
