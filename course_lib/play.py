@@ -18,6 +18,11 @@ and here that method answers with the cell you clicked (see `_human_seat`).
 `play_widget(answer)` puts a clickable board around a `Game` (Jupyter, ipywidgets);
 `play_scripted(answer, human_policy)` plays a whole game with no human, through the same `Game`
 (what a notebook runs under CI). `expert_answer()` is a model stand-in that needs no server.
+
+A game already played needs no model: `game_turns(messages)` reads each answer's board, reason and move,
+`check_reason` checks the reason's line claims on that board, `plot_game(messages)` draws the game board by
+board, and `recorded_games_page(recorded_games())` is the same as a static HTML page (written to
+assets/play_recorded_games.html by dev/make_play_page.py).
 """
 
 import functools
