@@ -326,6 +326,14 @@ class Turn:
     move: int | None  # the cell it named, 0-8, legal or not; None if it named no cell
     invalid: str | None  # why the environment refused the answer, None for a legal move
     wrong: list[str]  # what is wrong in the reason's checkable claims, [] if nothing is
+    answer: str  # the whole answer
+
+    @property
+    def said(self) -> str:
+        """The reason, or when there is none, the start of what the model wrote instead."""
+        if self.reason:
+            return f"Reason: {self.reason}"
+        return f'No <think> reason; it wrote: "{textwrap.shorten(self.answer, 90, placeholder=" ...")}"'
 
 
 def _lines_completed(board, player: str, cell: int) -> list[str]:
@@ -387,7 +395,7 @@ def game_turns(messages: list[dict]) -> list[Turn]:
             named = parser.parse(text, last=True).move
             move = cell if cell is not None else (int(named) if named in list("012345678") else None)
             wrong = check_reason(reason, board, move)
-            turns.append(Turn(list(board), reason, move, invalid, wrong))
+            turns.append(Turn(list(board), reason, move, invalid, wrong, text))
     return turns
 
 
@@ -441,7 +449,7 @@ def plot_game(messages: list[dict], title: str = ""):
         ax.set_title(f"X's answer {number}: {played}" + (" (invalid)" if turn.invalid else ""), fontsize=9)
         for spine in ax.spines.values():
             spine.set(color="#c62828" if turn.wrong else "black", linewidth=2.5 if turn.wrong else 1)
-        lines = textwrap.wrap(f"Reason: {turn.reason}" if turn.reason else "(no reason given)", 34)
+        lines = textwrap.wrap(turn.said, 34)
         lines += textwrap.wrap(f"Invalid move: {turn.invalid}." if turn.invalid else "", 34)
         reason = ax.text(0, -0.05, "\n".join(lines), transform=ax.transAxes, ha="left", va="top", fontsize=8)
         if turn.wrong:  # just under the reason, in red
@@ -506,7 +514,7 @@ def recorded_games_page(games: list[dict]) -> str:
                 f'<figure class="turn{" wrong" if turn.wrong else ""}">',
                 f'<div class="board" aria-label="the board X saw before answer {number}">{"".join(cells)}</div>',
                 f"<figcaption><p><b>X's answer {number}: {played}</b></p>",
-                f'<p class="reason">Reason: {esc(turn.reason) or "(none given)"}</p>',
+                f'<p class="reason">{esc(turn.said)}</p>',
             ]
             if turn.invalid:
                 parts.append(f'<p class="invalid">Invalid move: {esc(turn.invalid)}.</p>')

@@ -102,8 +102,8 @@ def conversation(*exchanges) -> list[dict]:
 
 
 def test_turns_read_the_board_seen_the_reason_the_move_and_an_invalid_answer():
-    """Catches: a turn drawn on the board after the move, a reason read from the wrong tag, and a refused
-    move (a taken cell) drawn as if played."""
+    """Catches: a turn drawn on the board after the move, a reason read from the wrong tag, a refused
+    move (a taken cell) drawn as if played, and an answer with no reason shown as nothing."""
     messages = conversation(
         ("O........", "<think>I take the centre.</think>\n<move>4</move>"),
         ("OO..X....", "<think>Hmm.</think><move>0</move>"),
@@ -113,6 +113,7 @@ def test_turns_read_the_board_seen_the_reason_the_move_and_an_invalid_answer():
     assert first.board == board("O........") and first.reason == "I take the centre." and first.move == 4
     assert refused.move == 0 and refused.invalid == "cell 0 is already taken by O"
     assert block.move == 2 and block.invalid is None and block.reason == ""
+    assert block.said == 'No <think> reason; it wrote: "<move>2</move>"'  # what a caption shows instead
 
 
 def test_the_figure_has_one_board_per_model_answer_and_marks_a_wrong_reason():
