@@ -22,6 +22,8 @@ from course_lib import play  # noqa: E402
 PAGE = ROOT / "assets" / "play_recorded_games.html"
 EXECUTED = ROOT / "executed" / "cpu" / "10_evaluation_and_plots.ipynb"
 RESULTS = {"You win!": "win", "a draw.": "draw", "you lose.": "loss"}  # the environment's last words
+# The run executed/cpu/ holds now: change it before storing the game of a newer published run.
+RUN = "the course's cpu run of 2026-11-27 (the 83-minute `make course`, published in executed/cpu/ on 2026-11-28)"
 SPEAKERS = {"[environment, to the model]": "user", "[model]": "assistant"}  # play.transcript's labels
 
 
@@ -36,7 +38,7 @@ def widget_game_from_executed() -> dict:
     ending = play.game_result(messages)
     result = next((r for words, r in RESULTS.items() if words in ending), "unfinished")
     return {
-        "about": "Notebook 10's play widget in the course's published cpu run (executed/cpu/10): a scripted "
+        "about": f"Notebook 10's play widget in {RUN}: a scripted "
         "human clicking random empty cells (play.random_human(seed=0)) as O against the course's GRPO model as "
         "X, the model's answers sampled as in evaluation. The conversation as the widget showed it; the system "
         "prompt (notebook 05) is left out.",
