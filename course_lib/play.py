@@ -18,11 +18,21 @@ and here that method answers with the cell you clicked (see `_human_seat`).
 `play_widget(answer)` puts a clickable board around a `Game` (Jupyter, ipywidgets);
 `play_scripted(answer, human_policy)` plays a whole game with no human, through the same `Game`
 (what a notebook runs under CI). `expert_answer()` is a model stand-in that needs no server.
+
+A game already played needs no model: `game_turns(messages)` reads each answer's board, reason and move,
+`check_reason` checks the reason's line claims on that board, `plot_game(messages)` draws the game board by
+board, and `recorded_games_page(recorded_games())` is the same as a static HTML page (written to
+assets/play_recorded_games.html by dev/make_play_page.py).
 """
 
 import functools
 import html
+import json
 import random
+import re
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import datasets
@@ -33,12 +43,13 @@ from tictactoe import (
     MODEL,
     OPPONENT,
     SYSTEM_PROMPT,
+    MoveParser,
     board_to_text,
     first_user_message,
     load_environment,
     tag_contents,
 )
-from tictactoe.game import is_over, new_board, read_board
+from tictactoe.game import WIN_LINES, is_over, new_board, read_board
 
 Answer = Callable[[list[dict]], str]  # the model: messages so far -> its next answer
 
@@ -293,3 +304,223 @@ def play_widget(answer: Answer, max_turns: int | None = None) -> PlayWidget:
     """An interactive board against `answer`, e.g.
     `lambda m: llm.chat(m, max_tokens=profile.eval.max_tokens_per_turn)` (notebook 10)."""
     return PlayWidget(answer, max_turns)
+
+
+# --- recorded games, seen without running anything ----------------------------------------------
+# A game is its chat messages (the model's conversation: a `Game`'s `messages`, a stored transcript's
+# "messages"). `game_turns` reads back, for each model answer, the board it was shown, its <think>
+# text, its move, and checks the two claims the course's SFT data teaches it to make.
+
+RECORDED_GAMES = [  # each a JSON object with "about", "model", "opponent", "result" and "messages"
+    Path(__file__).resolve().parent.parent / "assets" / "course_model_game.json",  # notebook 00's game
+    Path(__file__).resolve().parent.parent / "assets" / "play_widget_game.json",  # notebook 10's, cpu run
+]
+COMPLETES = re.compile(r"Cell (\d+) completes my line (\d+)-(\d+)-(\d+)")  # the expert's win sentence
+BLOCKS = re.compile(r"([XO]) threatens (\d+)-(\d+)-(\d+); I block at cell (\d+)")  # its block sentence
+
+
+@dataclass
+class Turn:
+    board: list  # the board the model was shown before this answer
+    reason: str  # its <think> text ("" if none)
+    move: int | None  # the cell it named, 0-8, legal or not; None if it named no cell
+    invalid: str | None  # why the environment refused the answer, None for a legal move
+    wrong: list[str]  # what is wrong in the reason's checkable claims, [] if nothing is
+    answer: str  # the whole answer
+
+    @property
+    def said(self) -> str:
+        """The reason, or when there is none, the start of what the model wrote instead."""
+        if self.reason:
+            return f"Reason: {self.reason}"
+        return f'No <think> reason; it wrote: "{textwrap.shorten(self.answer, 90, placeholder=" ...")}"'
+
+
+def _lines_completed(board, player: str, cell: int) -> list[str]:
+    """The lines `player` completes by playing the empty `cell`, named like "0-4-8"."""
+    lines = [line for line in WIN_LINES if cell in line and all(board[i] == player for i in line if i != cell)]
+    return ["-".join(map(str, line)) for line in lines] if board[cell] is None else []
+
+
+def _line_problem(board, player: str, cells: tuple[int, ...], cell: int) -> str | None:
+    """Why `cell` does not complete the written line `cells` for `player` on `board`, or None if it does."""
+    name = "-".join(map(str, cells))
+    if tuple(sorted(cells)) not in {tuple(sorted(line)) for line in WIN_LINES}:
+        return f"{name} is not a line of the board"
+    if cell not in cells:
+        return f"cell {cell} is not on {name}"
+    if board[cell] is not None:
+        return f"cell {cell} is already taken by {board[cell]}"
+    for other_cell in cells:
+        if other_cell != cell and board[other_cell] != player:
+            return f"cell {other_cell} of {name} is {board[other_cell] or 'empty'}, not {player}"
+    return None
+
+
+def check_reason(reason: str, board, move: int | None = None) -> list[str]:
+    """What is wrong in `reason`'s claims "Cell N completes my line a-b-c" (the model is X) and
+    "O threatens a-b-c; I block at cell N", checked on `board`, the board the model saw; [] if nothing.
+    Other sentences (forks, corners, the centre) are not checked."""
+    claims = []  # (the words, whose line, the line as written, the cell)
+    for match in COMPLETES.finditer(reason):
+        cell, a, b, c = map(int, match.groups())
+        claims.append((match.group(0), MODEL, (a, b, c), cell))
+    for match in BLOCKS.finditer(reason):
+        a, b, c, cell = map(int, match.groups()[1:])
+        claims.append((match.group(0), match.group(1), (a, b, c), cell))
+    wrong = []
+    for words, player, cells, cell in claims:
+        if (problem := _line_problem(board, player, cells, cell)) is not None:
+            truth = " and ".join(_lines_completed(board, player, cell)) if cell <= 8 else ""
+            fact = (
+                f"{player} completes {truth} at cell {cell}" if truth else f"{player} completes no line at cell {cell}"
+            )
+            wrong.append(f'"{words}": {problem} ({fact})')
+        elif move is not None and move != cell:
+            wrong.append(f'"{words}": true, but the move is cell {move}')
+    return wrong
+
+
+def game_turns(messages: list[dict]) -> list[Turn]:
+    """One `Turn` per model answer of a game's messages (a system prompt, if there, is skipped)."""
+    parser, turns, board = MoveParser(), [], new_board()
+    for message in messages:
+        if message["role"] == "user":
+            board = read_board(message["content"]) or board
+        elif message["role"] == "assistant":
+            text = message["content"] or ""
+            thoughts = tag_contents(text, "think")
+            reason = thoughts[0].strip() if thoughts else ""
+            cell, invalid = parser.judge(text, board)
+            named = parser.parse(text, last=True).move
+            move = cell if cell is not None else (int(named) if named in list("012345678") else None)
+            wrong = check_reason(reason, board, move)
+            turns.append(Turn(list(board), reason, move, invalid, wrong, text))
+    return turns
+
+
+def game_result(messages: list[dict]) -> str:
+    """The environment's last words on the game ("Game over. You win!", "Turn limit ... reached: ..."),
+    or "Not over." if it has not ended."""
+    last = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+    for ending in ("Game over.", "Turn limit"):
+        if ending in last:
+            return last[last.index(ending) :].strip()
+    return "Not over."
+
+
+def recorded_games(paths=RECORDED_GAMES) -> list[dict]:
+    """The course's stored games (JSON files like assets/course_model_game.json), each with a "title"."""
+    games = []
+    for path in paths:
+        game = json.loads(Path(path).read_text())
+        opponent = {"random": "the random opponent", "optimal": "the optimal opponent"}.get(game["opponent"])
+        game["title"] = f"X: {game['model']}; O: {opponent or game['opponent']}; result: {game['result']}"
+        games.append(game)
+    return games
+
+
+def plot_game(messages: list[dict], title: str = ""):
+    """A recorded game as a figure: one board per model answer (the board it saw, its move highlighted:
+    yellow if legal, red if refused), its reason below, and in red what is wrong in the reason."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    turns = game_turns(messages)
+    if not turns:
+        raise ValueError("no model answer in these messages: nothing to draw")
+    fig, axes = plt.subplots(1, len(turns), figsize=(2.7 * len(turns), 4.4), squeeze=False)
+    fig.subplots_adjust(left=0.03, right=0.97, top=0.8, bottom=0.42, wspace=0.3)
+    for number, (ax, turn) in enumerate(zip(axes[0], turns), start=1):
+        ax.set(xlim=(0, 3), ylim=(3, 0), xticks=[], yticks=[], aspect="equal")
+        for k in (1, 2):
+            ax.axhline(k, color="black", lw=1)
+            ax.axvline(k, color="black", lw=1)
+        if turn.move is not None:
+            color = "#fff176" if turn.invalid is None else "#ef9a9a"
+            ax.add_patch(Rectangle((turn.move % 3, turn.move // 3), 1, 1, color=color, zorder=0))
+        for cell, mark in enumerate(turn.board):
+            shown = mark or (MODEL if cell == turn.move else str(cell))
+            style = {"fontsize": 22, "color": "#1a237e" if shown == MODEL else "#b71c1c"}
+            if shown not in (MODEL, OPPONENT):
+                style = {"fontsize": 9, "color": "#9e9e9e"}
+            ax.text(cell % 3 + 0.5, cell // 3 + 0.5, shown, ha="center", va="center", **style)
+        played = f"cell {turn.move}" if turn.move is not None else "no cell"
+        ax.set_title(f"X's answer {number}: {played}" + (" (invalid)" if turn.invalid else ""), fontsize=9)
+        for spine in ax.spines.values():
+            spine.set(color="#c62828" if turn.wrong else "black", linewidth=2.5 if turn.wrong else 1)
+        lines = textwrap.wrap(turn.said, 34)
+        lines += textwrap.wrap(f"Invalid move: {turn.invalid}." if turn.invalid else "", 34)
+        reason = ax.text(0, -0.05, "\n".join(lines), transform=ax.transAxes, ha="left", va="top", fontsize=8)
+        if turn.wrong:  # just under the reason, in red
+            note = "\n".join(textwrap.wrap("The reason is wrong: " + "; ".join(turn.wrong), 34))
+            ax.annotate(note, xy=(0, 0), xycoords=reason, xytext=(0, -6), textcoords="offset points",
+                        va="top", fontsize=8, color="#c62828")  # fmt: skip
+    fig.suptitle(f"{title}\n{game_result(messages)}" if title else game_result(messages), fontsize=10)
+    return fig
+
+
+# --- the same games as a page that opens in any browser, with no server and no network ------------
+
+PAGE_STYLE = """
+body { font-family: sans-serif; max-width: 70em; margin: 2em auto; color: #212121; }
+.turns { display: flex; flex-wrap: wrap; gap: 1.5em; }
+.turn { width: 13em; margin: 0; }
+.board { display: grid; grid-template-columns: repeat(3, 3em); grid-template-rows: repeat(3, 3em);
+         gap: 2px; background: #212121; width: max-content; border: 3px solid #212121; }
+.turn.wrong .board { border-color: #c62828; background: #c62828; }
+.cell { background: white; display: flex; align-items: center; justify-content: center;
+        font-size: 1.6em; font-weight: bold; }
+.cell.x { color: #1a237e; } .cell.o { color: #b71c1c; }
+.cell.empty { color: #9e9e9e; font-size: 0.8em; font-weight: normal; }
+.cell.move { background: #fff176; } .cell.move.refused { background: #ef9a9a; }
+.wrong-reason { color: #c62828; font-weight: bold; }
+.result { font-weight: bold; }
+"""
+
+
+def recorded_games_page(games: list[dict]) -> str:
+    """A self-contained HTML page of recorded games (`recorded_games()`): per model answer, the board it
+    saw with its move highlighted, its reason and, in red, what is wrong in the reason."""
+    esc = html.escape
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        '<head><meta charset="utf-8"><title>Recorded games of the course\'s model</title>',
+        f"<style>{PAGE_STYLE}</style></head>",
+        "<body>",
+        "<h1>Recorded tic-tac-toe games of the course's model</h1>",
+        "<p>The model plays X. Each board is the position the model was shown, with the cell it then named "
+        "highlighted (yellow: played; red: refused by the environment). Under it: its &lt;think&gt; text, "
+        "the reason it gave. Claims of the forms &quot;Cell N completes my line a-b-c&quot; and &quot;O "
+        "threatens a-b-c; I block at cell N&quot; are checked against the board; a wrong one is marked in red. "
+        "Written by <code>dev/make_play_page.py</code> from the stored games "
+        f"({', '.join(f'<code>assets/{Path(p).name}</code>' for p in RECORDED_GAMES)}); notebook 10 draws "
+        "the same games.</p>",
+    ]
+    for game in games:
+        parts += ['<section class="game">', f"<h2>{esc(game['title'])}</h2>", f"<p>{esc(game['about'])}</p>"]
+        parts.append('<div class="turns">')
+        for number, turn in enumerate(game_turns(game["messages"]), start=1):
+            cells = []
+            for cell, mark in enumerate(turn.board):
+                mark = mark or (MODEL if cell == turn.move else None)  # the move, drawn as played
+                classes = ["cell", (mark or "empty").lower()]
+                if cell == turn.move:
+                    classes += ["move"] + (["refused"] if turn.invalid else [])
+                cells.append(f'<div class="{" ".join(classes)}">{mark or cell}</div>')
+            played = f"cell {turn.move}" if turn.move is not None else "no cell"
+            parts += [
+                f'<figure class="turn{" wrong" if turn.wrong else ""}">',
+                f'<div class="board" aria-label="the board X saw before answer {number}">{"".join(cells)}</div>',
+                f"<figcaption><p><b>X's answer {number}: {played}</b></p>",
+                f'<p class="reason">{esc(turn.said)}</p>',
+            ]
+            if turn.invalid:
+                parts.append(f'<p class="invalid">Invalid move: {esc(turn.invalid)}.</p>')
+            if turn.wrong:
+                parts.append(f'<p class="wrong-reason">The reason is wrong: {esc("; ".join(turn.wrong))}</p>')
+            parts.append("</figcaption></figure>")
+        parts += ["</div>", f'<p class="result">{esc(game_result(game["messages"]))}</p>', "</section>"]
+    parts += ["</body>", "</html>", ""]
+    return "\n".join(parts)
