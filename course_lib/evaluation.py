@@ -157,6 +157,23 @@ def mcnemar_p_value(only_first: int, only_second: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def p_value_text(p: float) -> str:
+    """A p-value as the course prints it: two significant digits ("0.0032", "0.011", "0.5"), and below 0.001
+    one, in scientific notation ("4e-31", "7e-4"), never a rounded "0.0000" that reads as impossible."""
+    if p >= 0.001:
+        return f"{p:.2g}"
+    if p <= 0:
+        return "0"
+    mantissa, exponent = f"{p:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def readable_p_values(table: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
+    """A table with a p_value column (`paired_comparison`'s) for reading: the other numbers rounded to
+    `digits`, the p-values as `p_value_text` writes them."""
+    return table.round(digits).assign(p_value=table["p_value"].map(p_value_text))
+
+
 def paired_outcome(pairs: pd.DataFrame, side: str, name: str) -> pd.Series:
     """Whether each game of one side of `paired_comparison`'s pairs had the outcome `name`."""
     result = pairs[f"result_{side}"]
@@ -222,7 +239,7 @@ def plays_better(table: pd.DataFrame, first: str, second: str, effect: float = 0
     better = [m for m, row in rows.items() if change[m] >= effect and row["p_value"] < alpha]
     worse = [m for m, row in rows.items() if change[m] < 0 and row["p_value"] < 0.05]
     said = "; ".join(
-        f"{outcome} vs {opponent}: {row[first]:.1%} -> {row[second]:.1%} (p = {row['p_value']:.2g})"
+        f"{outcome} vs {opponent}: {row[first]:.1%} -> {row[second]:.1%} (p = {p_value_text(row['p_value'])})"
         for (opponent, outcome), row in rows.items()
     )
     verdict = "plays better" if better and not worse else "worse on a measure" if worse else "not shown"
