@@ -7,6 +7,8 @@ The reference is the course's environment, course_lib/envs/tictactoe/ (imported 
 Where the learner designs (the opponent's dice, the game rows) the checks test properties, so any order
 of draws that has them passes; `compare_games` plays the reference's seeded games through the learner's
 package and the reference, where matching move for move is the task, and says so when dice differ.
+`yours_or_reference` is what notebooks 06 and 09 play in: the learner's finished package when it plays as
+the reference (`how_it_differs`), else the reference, said in one printed line.
 """
 
 import contextlib
