@@ -26,6 +26,7 @@ from course_lib.hardware import (
     CPU_BF16_VARIABLE,
     VLLM_MIN_CAPABILITY,
     cpu_bf16,
+    cpu_has_native_bf16,
     cpu_speed_note,
     cuda_capability,
     precision,
@@ -66,9 +67,11 @@ def setup() -> None:
         if capability
         else "run in this process (batched, no server)"
     )
+    # bf16 where a CPU runs it natively is the default, said where SFT trains (08): only a learner's choice of
+    # float32 there is news, so only then does this line name the setting.
     autocast = ""
-    if capability is None and cpu_bf16():
-        autocast = f" SFT in bf16 autocast, which this CPU runs natively ({CPU_BF16_VARIABLE}=0: float32 only),"
+    if capability is None and not cpu_bf16() and cpu_has_native_bf16():
+        autocast = f" no bfloat16 though this CPU runs it natively ({CPU_BF16_VARIABLE}=0 is set),"
     print(
         f"Profile {profile.name!r}: {why}. Model {profile.model}, {precision(capability)} ({card}),{autocast} "
         f"{serving}. Force another with {PROFILE_VARIABLE}=smoke|cpu|gpu|full before starting Jupyter."

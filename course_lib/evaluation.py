@@ -71,13 +71,16 @@ def check_games_and_opponents(games, opponents) -> None:
         )
 
 
-def eval_environment(opponent: str, games: int, seed: int = EVAL_SEED, max_turns: int = MAX_TURNS) -> TicTacToeEnv:
+def eval_environment(
+    opponent: str, games: int, seed: int = EVAL_SEED, max_turns: int = MAX_TURNS, load=load_environment
+) -> TicTacToeEnv:
     """The environment whose eval set is `games` games against `opponent`, the model starting
-    in ceil(games/2) of them: the first rows of each kind from a seeded pool."""
+    in ceil(games/2) of them: the first rows of each kind from a seeded pool. `load`: the course's
+    load_environment, or the learner's when it plays the same games (`exercises_tictactoe.yours_or_reference`)."""
     check_games_and_opponents(games, [opponent])
     prob = OPPONENTS[opponent]
     pool = 3 * games + 20  # who starts is a coin flip per row, so this has enough of each kind
-    env = load_environment(
+    env = load(
         num_train_examples=0,
         num_eval_examples=pool,
         min_random_move_prob=prob,
@@ -157,6 +160,23 @@ def mcnemar_p_value(only_first: int, only_second: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def p_value_text(p: float) -> str:
+    """A p-value as the course prints it: two significant digits ("0.0032", "0.011", "0.5"), and below 0.001
+    one, in scientific notation ("4e-31", "7e-4"), never a rounded "0.0000" that reads as impossible."""
+    if p >= 0.001:
+        return f"{p:.2g}"
+    if p <= 0:
+        return "0"
+    mantissa, exponent = f"{p:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def readable_p_values(table: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
+    """A table with a p_value column (`paired_comparison`'s) for reading: the other numbers rounded to
+    `digits`, the p-values as `p_value_text` writes them."""
+    return table.round(digits).assign(p_value=table["p_value"].map(p_value_text))
+
+
 def paired_outcome(pairs: pd.DataFrame, side: str, name: str) -> pd.Series:
     """Whether each game of one side of `paired_comparison`'s pairs had the outcome `name`."""
     result = pairs[f"result_{side}"]
@@ -222,7 +242,7 @@ def plays_better(table: pd.DataFrame, first: str, second: str, effect: float = 0
     better = [m for m, row in rows.items() if change[m] >= effect and row["p_value"] < alpha]
     worse = [m for m, row in rows.items() if change[m] < 0 and row["p_value"] < 0.05]
     said = "; ".join(
-        f"{outcome} vs {opponent}: {row[first]:.1%} -> {row[second]:.1%} (p = {row['p_value']:.2g})"
+        f"{outcome} vs {opponent}: {row[first]:.1%} -> {row[second]:.1%} (p = {p_value_text(row['p_value'])})"
         for (opponent, outcome), row in rows.items()
     )
     verdict = "plays better" if better and not worse else "worse on a measure" if worse else "not shown"
@@ -259,16 +279,18 @@ async def evaluate_player(
     seed: int = EVAL_SEED,
     max_turns: int = MAX_TURNS,
     out_dir: Path | None = None,
+    load=load_environment,
 ) -> EvalResult:
     """Play `games` games against each opponent through the environment's `evaluate`, with at most
     `max_concurrent` games in flight in all (default: the profile's), shared by the opponents, so
-    that a local model's batch and prefix cache, both `max_concurrent` wide, hold every game in flight."""
+    that a local model's batch and prefix cache, both `max_concurrent` wide, hold every game in flight.
+    `load`: the environment's load_environment (see `eval_environment`)."""
     check_games_and_opponents(games, opponents)
     max_concurrent = max_concurrent or get_profile().max_concurrent
     per_opponent = max(1, max_concurrent // len(opponents))
 
     async def play(opponent):
-        env = eval_environment(opponent, games, seed=seed, max_turns=max_turns)
+        env = eval_environment(opponent, games, seed=seed, max_turns=max_turns, load=load)
         results = await env.evaluate(
             client,
             model,
@@ -343,12 +365,15 @@ async def evaluate_model(
     seed: int = EVAL_SEED,
     max_turns: int = MAX_TURNS,
     llm=None,
+    load=load_environment,
 ) -> EvalResult:
     """`model` (a checkpoint folder, or the profile's model from `resolve_model`) as `player` in
     `games` games per opponent. Each opponent's games are played once per weights and budget and
     stored under outputs/<profile>/evaluations/: whichever notebook asks again, in this run or a
     later one, gets the stored games instead of replaying them (same seed, so the same games).
-    `llm`: an already started model to play with; otherwise one is started if anything is missing."""
+    `llm`: an already started model to play with; otherwise one is started if anything is missing.
+    `load`: the course's load_environment, or the learner's when it plays the same games
+    (`exercises_tictactoe.yours_or_reference` checks it): the stored games do not say which played them."""
     check_games_and_opponents(games, opponents)
     keys = {opponent: evaluation_key(profile, model, opponent, games, seed, max_turns) for opponent in opponents}
     folders = {opponent: stored_evaluation(profile, key) for opponent, key in keys.items()}
@@ -371,6 +396,7 @@ async def evaluate_model(
                 seed=seed,
                 max_turns=max_turns,
                 out_dir=staging,
+                load=load,
             )
         print(f"{player}: {games * len(missing)} games in {(time.monotonic() - start) / 60:.1f} min")
         for opponent in missing:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from course_lib.evaluation import wilson_interval
+from course_lib.evaluation import p_value_text, wilson_interval
 from course_lib.exercise_mechanism import (
     STATUS,
     ExerciseError,
@@ -652,13 +652,18 @@ def check_games_to_confirm(answer) -> None:
     p = {n: invalid_answer_p_value(games, n) for n in range(50, 301, 50)}
     right = min(n for n, value in p.items() if value < 0.01)
     if answer != right:
-        shown = f"with {answer} games p = {p[answer]:.4f}" if answer in p else "the setting goes 50, 100, ..., 300"
+        shown = (
+            f"with {answer} games p = {p_value_text(p[answer])}"
+            if answer in p
+            else "the setting goes 50, 100, ..., 300"
+        )
         raise ExerciseError(
             f"the games needed: {answer!r} is not it ({shown}). Find the smallest multiple of 50 whose p, in the "
             "right panel's title, is below 0.01."
         )
     print(
-        f"Correct: {right} games per opponent (p = {p[right]:.4f}); with {right - 50}, p = {p[right - 50]:.3f}. A real "
+        f"Correct: {right} games per opponent (p = {p_value_text(p[right])}); with {right - 50}, "
+        f"p = {p_value_text(p[right - 50])}. A real "
         "halving of invalid answers needed hundreds of games to be told from luck, and p does not fall steadily."
     )
 

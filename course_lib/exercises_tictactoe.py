@@ -7,12 +7,15 @@ The reference is the course's environment, course_lib/envs/tictactoe/ (imported 
 Where the learner designs (the opponent's dice, the game rows) the checks test properties, so any order
 of draws that has them passes; `compare_games` plays the reference's seeded games through the learner's
 package and the reference, where matching move for move is the task, and says so when dice differ.
+`yours_or_reference` is what notebooks 06 and 09 play in: the learner's finished package when it plays as
+the reference (`how_it_differs`), else the reference, said in one printed line.
 """
 
 import contextlib
 import inspect
 import math
 import random
+from pathlib import Path
 
 import pandas as pd
 
@@ -704,6 +707,133 @@ def _difference(yours, theirs) -> str:
         f"the same moves, but the reward is {yours['reward']:.4f} in yours, {theirs['reward']:.4f} in the "
         f"reference's (make_game_rubric; yours: {yours['metrics']})."
     )
+
+
+# ---------------------------------------------------------------- yours in notebooks 06 and 09
+
+# The settings the rows are compared at: load_environment's defaults, the harness's two opponents (06, 08, 10)
+# and a range of opponents like GRPO's (09), each train and eval split.
+ROW_SETTINGS = [
+    {},
+    {"min_random_move_prob": 1.0, "max_random_move_prob": 1.0, "num_groups": 1},
+    {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0, "num_groups": 1},
+    {"min_random_move_prob": 0.0, "max_random_move_prob": 0.5, "num_groups": 8, "seed": 100},
+]
+ROWS, GAMES = 20, 6  # rows per split and setting; games per scripted player
+
+
+def how_it_differs(mine) -> str | None:
+    """None if the learner's tic-tac-toe module `mine` (its load_environment) plays as the reference does, else
+    the first difference, in words. The same: what verifiers is given (system prompt, rows' prompts, what the
+    parser reads, the rubric's functions and weights, max_turns), the rows' game seeds and opponents at
+    ROW_SETTINGS, and GAMES seeded games per scripted player (expert, random, fixed legal, taken, malformed and
+    missing replies): every message of the environment, every move, the reward, its parts and the game keys.
+    Such a module plays the reference's games, so notebooks 06 and 09 may use it and share stored games."""
+    import datasets
+
+    from course_lib.offline import run_coroutine
+    from course_lib.workshop import verifiers_arguments
+
+    ttt = _ttt()
+    quiet = datasets.are_progress_bars_disabled()
+    datasets.disable_progress_bars()  # no "Map: ..." bars in a notebook's output
+    try:
+        for settings in ROW_SETTINGS:
+            envs = [
+                m.load_environment(num_train_examples=ROWS, num_eval_examples=ROWS, **settings) for m in (mine, ttt)
+            ]
+            given, expected = (verifiers_arguments(env) for env in envs)
+            if given["system_prompt"] != expected["system_prompt"]:
+                got, want = given["system_prompt"], expected["system_prompt"]
+                return f"its system prompt is {short_repr(got, 80)}, the course's {short_repr(want, 80)}"
+            for split in ("get_dataset", "get_eval_dataset"):
+                got, want = (getattr(env, split)() for env in envs)
+                where = f"{split}() with {settings or 'the defaults'}"
+                if len(got) != len(want):
+                    return f"its {where} has {len(got)} rows, the course's {len(want)}"
+                for i in range(len(want)):
+                    for column, parts in (
+                        ("info", "make_games or opponent_reply"),
+                        ("question", "first_user_message or render"),
+                    ):
+                        a, b = got[i][column], want[i][column]
+                        if a != b and isinstance(a, dict) and isinstance(b, dict):  # name the key that differs
+                            key = next(k for k in {**b, **a} if a.get(k, "no such key") != b.get(k, "no such key"))
+                            column, a, b = f"{column}[{key!r}]", a.get(key, "no such key"), b.get(key, "no such key")
+                        if a != b:
+                            return (
+                                f"row {i} of its {where} has the {column} {short_repr(a, 80)}, the course's "
+                                f"{short_repr(b, 80)} ({parts})"
+                            )
+            for argument, want in expected.items():
+                if given[argument] != want:
+                    return f"its {argument} is {short_repr(given[argument])}, the course's {short_repr(want)}"
+        env, reference = (m.load_environment(num_train_examples=0, num_eval_examples=GAMES) for m in (mine, ttt))
+        for row in reference.get_eval_dataset():
+            for name, make_player in _players().items():
+                got = run_coroutine(_play(env, row, make_player))
+                want = run_coroutine(_play(reference, row, make_player))
+                game = f"in game seed {row['info']['seed']} against the player '{name}'"
+                if got.get("error") is not None:
+                    return f"{game}, yours failed: {got['error']}"
+                heard, wanted = _texts(got, "user"), _texts(want, "user")
+                for turn, (said, want_said) in enumerate(zip(heard, wanted), 1):
+                    if said != want_said:
+                        said, want_said = short_repr(said, 80), short_repr(want_said, 80)
+                        return f"{game}, its message {turn} is {said}, the course's {want_said}"
+                keys = [*GAME_KEYS, "reward", "metrics", "stop_condition"]
+                if len(heard) != len(wanted) or any(got.get(key) != want[key] for key in keys):
+                    return f"{game}, " + _difference(got, want)
+    finally:
+        if not quiet:
+            datasets.enable_progress_bars()
+    return None
+
+
+def load_module(folder: Path):
+    """The package in `folder` (its __init__.py), imported fresh under its folder's name."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(
+        folder.name, folder / "__init__.py", submodule_search_locations=[str(folder)]
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[folder.name] = module  # as an import would: its classes find their module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[folder.name]
+        raise
+    return module
+
+
+def yours_or_reference(use: str, folder: Path | None = None):
+    """The tic-tac-toe module (its load_environment) that notebooks 06 and 09 play in: yours, my_envs/my_tictactoe
+    written in notebook 05, if it exists and plays as the course's (`how_it_differs`), else the course's
+    `tictactoe`. Prints one line: which, why, and `use` (what the notebook does with it)."""
+    from course_lib.workshop import MY_ENVS
+
+    folder = Path(folder) if folder is not None else MY_ENVS / "my_tictactoe"
+    yours = f"{folder.parent.name}/{folder.name}"
+    if not (folder / "__init__.py").is_file():
+        problem = "is absent (notebook 05 writes it)"
+    else:
+        try:
+            mine = load_module(folder)
+            difference = how_it_differs(mine)
+        except Exception as error:
+            problem = f"does not load or play: {type(error).__name__}: {' '.join(str(error).split())[:120]}"
+        else:
+            if difference is None:
+                print(
+                    f"Tic-tac-toe environment: yours, {yours} from notebook 05 (it plays as the course's: the same "
+                    f"prompts, rows, and {GAMES * len(_players())} scripted games): {use}."
+                )
+                return mine
+            problem = f"does not play as the course's: {difference}"
+    print(f"Tic-tac-toe environment: the course's (tictactoe), as yours, {yours}, {problem}; {use}.")
+    return _ttt()
 
 
 WORKSHOP = {  # part -> (the notebook whose solution block defines it, its check); names unique across notebooks

@@ -264,15 +264,16 @@ def latest_checkpoint(output_dir: Path) -> str | None:
     return get_last_checkpoint(str(output_dir)) if Path(output_dir).is_dir() else None
 
 
-def full_game_environment(profile: Profile, seed: int = 0):
+def full_game_environment(profile: Profile, seed: int = 0, load=None):
     """The full-game environment (notebook 05's, the original course's) as GRPO would see it: one
     reward per game, opponent skill stratified over the profile's range (cpu: 0-0.5; gpu and full:
     0.2-0.7, the original course's first run), one skill bucket per prompt of a step, and at most 6
     answers per game (5 moves finish any game; more only burns tokens on invalid answers). Notebook 09
-    shows a group of it beside the per-move environment it trains in (`move_environment`)."""
+    shows a group of it beside the per-move environment it trains in (`move_environment`). `load`: the
+    course's load_environment (None), or the learner's (`exercises_tictactoe.yours_or_reference`)."""
     from tictactoe import MAX_TURNS, load_environment
 
-    return load_environment(
+    return (load or load_environment)(
         num_train_examples=profile.grpo.max_steps * profile.grpo.prompts_per_step,
         num_eval_examples=0,
         min_random_move_prob=profile.grpo.min_random_move_prob,
@@ -286,10 +287,12 @@ def full_game_environment(profile: Profile, seed: int = 0):
 POSITION_GAMES_SEED = 100  # training rows of the full game; the evaluations play the eval split's seeds 0-5
 
 
-async def play_position_games(profile: Profile, model_path: str) -> list[list[dict]]:
+async def play_position_games(profile: Profile, model_path: str, load=None) -> list[list[dict]]:
     """The start model's own full games on training rows (never the evaluation's games), against
     opponents over the profile's skill range, each a list of messages. Played once per model and
-    budget, stored under outputs/<profile>/grpo_position_games/; a later call reads them back."""
+    budget, stored under outputs/<profile>/grpo_position_games/; a later call reads them back. `load`:
+    the full game's load_environment, the course's (None) or the learner's when it plays the same games
+    (`exercises_tictactoe.yours_or_reference` checks it): the stored games do not say which played them."""
     from course_lib.evaluation import load_transcripts, weights_fingerprint
     from course_lib.profiles import output_dir
 
@@ -298,16 +301,16 @@ async def play_position_games(profile: Profile, model_path: str) -> list[list[di
     digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:12]
     path = output_dir(profile) / "grpo_position_games" / f"{digest}.jsonl"
     if not path.is_file():
-        await _play_training_games(profile, model_path, path)
+        await _play_training_games(profile, model_path, path, load)
     return [game["messages"] for game in load_transcripts(path)]
 
 
-async def _play_training_games(profile: Profile, model_path: str, path: Path) -> None:
+async def _play_training_games(profile: Profile, model_path: str, path: Path, load=None) -> None:
     from course_lib.evaluation import save_transcripts, turn_sampling_args
     from course_lib.serving import start_model
     from tictactoe import GAME_STATE_COLUMNS, load_environment
 
-    env = load_environment(
+    env = (load or load_environment)(
         num_train_examples=profile.grpo.position_games,
         num_eval_examples=0,
         min_random_move_prob=profile.grpo.min_random_move_prob,

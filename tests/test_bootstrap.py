@@ -74,6 +74,24 @@ def test_local_machine_installs_nothing_and_says_why_this_profile(machine, capsy
     assert "Profile 'cpu': picked from the hardware (no GPU)" in out and "float32 (CPU)" in out
 
 
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize("variable", [None, "1", "0"])
+def test_cpu_bfloat16_is_named_only_when_a_learner_turned_it_off(machine, capsys, monkeypatch, native, variable):
+    """Catches: every notebook's first line carrying COURSE_CPU_BF16 on a CPU where bf16 is simply the default
+    (what it does is said where SFT trains, notebook 08), or a learner's COURSE_CPU_BF16=0 going unmentioned."""
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: native)
+    monkeypatch.setattr(bootstrap, "cpu_has_native_bf16", lambda: native)
+    if variable is None:
+        monkeypatch.delenv(hardware.CPU_BF16_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(hardware.CPU_BF16_VARIABLE, variable)
+    bootstrap.setup()
+    out = capsys.readouterr().out
+    named = native and variable == "0"
+    assert ("COURSE_CPU_BF16=0 is set" in out) == named and ("bf16" in out.lower() or "bfloat16" in out) == named
+    assert "float32 (CPU)" in out
+
+
 def test_forced_profile_is_named_as_the_reason(machine, capsys, monkeypatch):
     monkeypatch.setenv(profiles.PROFILE_VARIABLE, "smoke")
     bootstrap.setup()

@@ -449,3 +449,26 @@ def test_plays_better_needs_an_effect_its_p_value_and_no_measure_worse():
     verdict = plays_better(table((0.20, 0.30, 0.001), (0.60, 0.50, 0.03)), "start", "after")
     assert verdict.endswith(": worse on a measure")
     assert "non-loss vs optimal: 20.0% -> 30.0% (p = 0.001)" in verdict
+
+
+def test_tiny_p_values_print_in_scientific_notation_not_as_zero():
+    """Catches: a p-value of 4e-31 printed as "0.0000" (by a table's round(4), or a :.4f), which reads as
+    impossible rather than as very strong evidence; and helpers that print the same p two ways."""
+    import pandas as pd
+
+    from course_lib.evaluation import p_value_text, readable_p_values
+
+    assert [p_value_text(p) for p in (4.2e-31, 6.8e-4, 2e-5, 0.0)] == ["4e-31", "7e-4", "2e-5", "0"]
+    assert [p_value_text(p) for p in (0.001, 0.0032, 0.0114, 0.5, 1.0)] == ["0.001", "0.0032", "0.011", "0.5", "1"]
+    rows = [{"player": "before", "opponent": "random", "example_id": i, "result": "loss"} for i in range(110)]
+    rows += [{"player": "after", "opponent": "random", "example_id": i, "result": "win"} for i in range(110)]
+    table = evaluation.paired_comparison(pd.DataFrame(rows), "before", "after", outcomes=("win",))
+    assert table["p_value"].iloc[0] < 1e-30  # 110 discordant games, all one way: p = 2 / 2**110
+    shown = readable_p_values(table)
+    assert shown["p_value"].iloc[0] == p_value_text(table["p_value"].iloc[0]) == "2e-33"
+    assert shown["after"].iloc[0] == 1.0 and "2e-33" in shown.to_string() and "0.0000" not in shown.to_string()
+    verdict = pd.DataFrame(
+        [("optimal", "non-loss", 0.1, 0.9, 4.2e-31), ("random", "win", 0.5, 0.5, 1.0)],
+        columns=["opponent", "outcome", "start", "after", "p_value"],
+    )
+    assert "(p = 4e-31)" in evaluation.plays_better(verdict, "start", "after")
