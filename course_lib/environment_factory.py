@@ -16,6 +16,20 @@ from course_lib.profiles import Profile
 from course_lib.training import lora_config
 
 
+def comparison_profile(profile: Profile) -> Profile:
+    """The profile's factory budget on its GRPO settings: both trainers of notebook 11 play these rows. One
+    micro-batch holds a whole step (a few rollouts), whatever micro-batch the profile's own GRPO run uses."""
+    rollouts = profile.factory.prompts_per_step * profile.factory.num_generations
+    return profile.with_settings(
+        **{
+            "grpo.max_steps": profile.factory.steps,
+            "grpo.prompts_per_step": profile.factory.prompts_per_step,
+            "grpo.num_generations": profile.factory.num_generations,
+            "grpo.micro_batch_size": rollouts,
+        }
+    )
+
+
 def trl_metrics(metrics: list) -> list:
     """One TRL reward function per rubric metric (`won(state)` ...), read from each rollout's
     environment object (`environment.state`). Weighted 0, they are logged as rewards/<name>/mean."""

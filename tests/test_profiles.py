@@ -71,3 +71,14 @@ def test_sft_micro_batches_add_up_to_the_batch():
     for profile in profiles.PROFILES.values():
         micro = min(profile.sft.batch_size, profile.sft.micro_batch_size)
         assert profile.sft.batch_size % micro == 0, profile.name
+
+
+def test_grpo_micro_batches_split_every_step():
+    """Catches: a profile whose GRPO step does not split into its micro-batches (grpo_config refuses it), for
+    notebook 09's run and notebook 11's comparison (the cpu profile's micro-batch of 64 once broke 11 in cpu only)."""
+    from course_lib.environment_factory import comparison_profile
+
+    for profile in profiles.PROFILES.values():
+        for run in (profile, comparison_profile(profile)):
+            rollouts = run.grpo.prompts_per_step * run.grpo.num_generations
+            assert rollouts % run.grpo.micro_batch_size == 0, (profile.name, rollouts, run.grpo.micro_batch_size)
