@@ -69,13 +69,18 @@ CHECKOUT_PATH = re.compile(  # an absolute prefix before one of the course's fol
     rf"(?<![\w.~])(?![^\s'\"]*(?:site|dist)-packages)(?:/[^\s'\"<>()\[\]/]+)+/(?=(?:{COURSE_FOLDERS})\b)"
 )
 HOME_PATH = re.compile(r"(?<![\w.~])(?:/root|/home/[^\s'\"<>/]+|/Users/[^\s'\"<>/]+)(?=/)")
+CACHE_FOLDERS = "llm-rl-course|huggingface"  # what the course and Hugging Face keep under the cache folder
+CACHE_PATH = re.compile(  # any cache folder (XDG_CACHE_HOME may point anywhere) before one of those
+    rf"(?<![\w.~])(?:/[^\s'\"<>()\[\]/]+)+/(?=(?:{CACHE_FOLDERS})/)"
+)
 
 
 def portable(text: str, checkout: str = str(ROOT)) -> str:
     """Text without the machine in it: the checkout's absolute path gone (paths relative to the course's
-    root), a home folder as `~`, a platform string (`Linux-6.18.44-...-x86_64-with-glibc2.36`) as its OS."""
+    root), the cache folder as `~/.cache` wherever XDG_CACHE_HOME pointed, a home folder as `~`, a platform string (`Linux-6.18.44-...-x86_64-with-glibc2.36`) as its OS."""
     text = text.replace(checkout.rstrip("/") + "/", "")
     text = CHECKOUT_PATH.sub("", text)
+    text = CACHE_PATH.sub("~/.cache/", text)
     text = HOME_PATH.sub("~", text)
     return HOST.sub(r"\1", text)
 
