@@ -77,7 +77,8 @@ CACHE_PATH = re.compile(  # any cache folder (XDG_CACHE_HOME may point anywhere)
 
 def portable(text: str, checkout: str = str(ROOT)) -> str:
     """Text without the machine in it: the checkout's absolute path gone (paths relative to the course's
-    root), the cache folder as `~/.cache` wherever XDG_CACHE_HOME pointed, a home folder as `~`, a platform string (`Linux-6.18.44-...-x86_64-with-glibc2.36`) as its OS."""
+    root), the cache folder as `~/.cache` wherever XDG_CACHE_HOME pointed, a home folder as `~`, a platform
+    string (`Linux-6.18.44-...-x86_64-with-glibc2.36`) as its OS."""
     text = text.replace(checkout.rstrip("/") + "/", "")
     text = CHECKOUT_PATH.sub("", text)
     text = CACHE_PATH.sub("~/.cache/", text)
