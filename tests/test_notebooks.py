@@ -78,6 +78,17 @@ def test_notebook_opens_with_goal_budget_per_profile_and_what_to_see(path):
     assert "**What you should see:**" in opening
 
 
+MARKDOWN_WORDS = 2_500  # a friendly page, like the original's chapters; the evidence lives in RESULTS.md
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_text_is_at_most_2500_words(path):
+    """Catches: a notebook growing back into a lab notebook (05 once had 5,396 words of markdown)."""
+    cells = json.loads(path.read_text())["cells"]
+    words = sum(len("".join(cell["source"]).split()) for cell in cells if cell["cell_type"] == "markdown")
+    assert words <= MARKDOWN_WORDS, f"{words} words of markdown: move provenance to RESULTS.md, cut repetition"
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_second_cell_is_the_same_colab_bootstrap_everywhere(path):
     """Catches: a notebook that cannot run alone on Colab (no clone, no install, wrong path), or
