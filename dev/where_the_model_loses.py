@@ -1,16 +1,19 @@
 """Where a model's games against the optimal opponent are lost: for each stored game, the first answer of X that
-threw the position's outcome away, by the kind of position (win now, block O's line, other), and the share of
-answers of each kind that kept the outcome. Reads stored transcripts (evaluation.save_transcripts); runs no model.
+threw the position's outcome away, by the kind of position (win now, block O's line, other), the share of
+answers of each kind that kept the outcome, and the reasons the model gave where it had to block (its sentences
+with the digits masked, most common first). Reads stored transcripts (evaluation.save_transcripts); runs no model.
 
     python dev/where_the_model_loses.py outputs/cpu/evaluations/*/transcripts.jsonl
 """
 
 import collections
 import json
+import re
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "course_lib" / "envs"))
+from tictactoe.game import read_board  # noqa: E402
 from tictactoe.moves import cell_score, kind_of  # noqa: E402
 
 
@@ -32,6 +35,20 @@ def where_lost(path: Path):
     return first_mistakes, {kind: (kept[kind], answers[kind]) for kind in answers}
 
 
+def block_reasons(path: Path) -> collections.Counter:
+    """The model's reasons in positions where O has two in a line, digits masked ("O threatens N-N-N; ...")."""
+    reasons = collections.Counter()
+    for line in path.read_text().splitlines():
+        messages = json.loads(line)["messages"]
+        for before, answer in zip(messages, messages[1:]):
+            board = read_board(before["content"]) if before["role"] == "user" else None
+            if answer["role"] == "assistant" and board and kind_of(board) == "block":
+                reason = re.search(r"<think>(.*?)</think>", answer["content"], re.S)
+                text = re.sub(r"Empty cells:[\d ]*\.", "", reason.group(1) if reason else "(no reason)")
+                reasons[re.sub(r"\d", "N", text).strip()] += 1
+    return reasons
+
+
 if __name__ == "__main__":
     for name in sys.argv[1:]:
         path = Path(name)
@@ -42,3 +59,5 @@ if __name__ == "__main__":
             print(f"  {result:10s} first outcome-losing answer: {kind:6s} {n}")
         for kind, (k, n) in sorted(kept.items()):
             print(f"  answers that keep the outcome, {kind:6s}: {k} of {n} ({k / n:.0%})")
+        for reason, n in block_reasons(path).most_common(3):
+            print(f"  where it had to block, {n:3d}x: {reason}")
