@@ -49,7 +49,7 @@ from tictactoe import (
     load_environment,
     tag_contents,
 )
-from tictactoe.game import WIN_LINES, is_over, new_board, read_board
+from tictactoe.game import WIN_LINES, completed_lines, is_over, new_board, read_board
 
 Answer = Callable[[list[dict]], str]  # the model: messages so far -> its next answer
 
@@ -336,12 +336,6 @@ class Turn:
         return f'No <think> reason; it wrote: "{textwrap.shorten(self.answer, 90, placeholder=" ...")}"'
 
 
-def _lines_completed(board, player: str, cell: int) -> list[str]:
-    """The lines `player` completes by playing the empty `cell`, named like "0-4-8"."""
-    lines = [line for line in WIN_LINES if cell in line and all(board[i] == player for i in line if i != cell)]
-    return ["-".join(map(str, line)) for line in lines] if board[cell] is None else []
-
-
 def _line_problem(board, player: str, cells: tuple[int, ...], cell: int) -> str | None:
     """Why `cell` does not complete the written line `cells` for `player` on `board`, or None if it does."""
     name = "-".join(map(str, cells))
@@ -371,7 +365,7 @@ def check_reason(reason: str, board, move: int | None = None) -> list[str]:
     wrong = []
     for words, player, cells, cell in claims:
         if (problem := _line_problem(board, player, cells, cell)) is not None:
-            truth = " and ".join(_lines_completed(board, player, cell)) if cell <= 8 else ""
+            truth = " and ".join(completed_lines(board, player, cell)) if cell <= 8 and board[cell] is None else ""
             fact = (
                 f"{player} completes {truth} at cell {cell}" if truth else f"{player} completes no line at cell {cell}"
             )

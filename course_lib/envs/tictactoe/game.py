@@ -164,12 +164,15 @@ def _line_name(line: tuple[int, int, int]) -> str:
     return "-".join(map(str, line))
 
 
+def completed_lines(board, player: str, cell: int) -> list[str]:
+    """The lines ("0-4-8") that `player` completes by playing `cell`."""
+    lines = [line for line in WIN_LINES if cell in line]
+    return [_line_name(line) for line in lines if all(board[i] == player for i in line if i != cell)]
+
+
 def _completed_line(board, player: str, cell: int) -> str | None:
-    """The line that `player` completes by playing `cell`, or None."""
-    for line in WIN_LINES:
-        if cell in line and all(board[i] == player for i in line if i != cell):
-            return _line_name(line)
-    return None
+    """The first line that `player` completes by playing `cell`, or None."""
+    return next(iter(completed_lines(board, player, cell)), None)
 
 
 def winning_cells(board, player: str) -> list[int]:
