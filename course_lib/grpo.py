@@ -332,13 +332,14 @@ async def _play_training_games(profile: Profile, model_path: str, path: Path, lo
     save_transcripts(results["outputs"], path, player=Path(model_path).name, seed=POSITION_GAMES_SEED)
 
 
-def move_environment(games: list[list[dict]]):
+def move_environment(games: list[list[dict]], kinds=None):
     """The per-move environment GRPO trains in: every position with a choice in `games` (the start
-    model's own) and in the expert's games that SFT learned from, one answer per episode."""
+    model's own) and in the expert's games that SFT learned from, one answer per episode. `kinds`:
+    only these kinds of position (tictactoe.moves.KINDS; default all)."""
     from course_lib.sft import load_dataset
-    from tictactoe.moves import load_environment
+    from tictactoe.moves import KINDS, load_environment
 
-    return load_environment(games + list(load_dataset()["messages"]))
+    return load_environment(games + list(load_dataset()["messages"]), kinds=kinds or KINDS)
 
 
 # --- Training curves -----------------------------------------------------------------------

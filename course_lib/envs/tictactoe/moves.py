@@ -50,8 +50,9 @@ def _sign(value: int) -> int:
     return (value > 0) - (value < 0)
 
 
-def position_rows(games: list[list[dict]]) -> list[dict]:
-    """One row per distinct position of X with a choice to make, over `games` (lists of messages)."""
+def position_rows(games: list[list[dict]], kinds=KINDS) -> list[dict]:
+    """One row per distinct position of X with a choice to make, over `games` (lists of messages),
+    of the `kinds` asked for (default: all)."""
     by_kind, seen = {kind: [] for kind in KINDS}, set()
     for messages in games:
         messages = [{"role": m["role"], "content": message_text(m)} for m in messages]
@@ -63,12 +64,12 @@ def position_rows(games: list[list[dict]]) -> list[dict]:
             board = read_board(messages[i - 1]["content"])
             if board is None or set(best_moves(board, MODEL)) == set(legal_moves(board)):
                 continue  # no board, or no choice: every legal cell is as good
+            kind = kind_of(board)
             prompt = messages[:i]
             key = tuple(m["content"] for m in prompt)
-            if key in seen:
+            if kind not in kinds or key in seen:
                 continue
             seen.add(key)
-            kind = kind_of(board)
             info = {"board": "".join(cell or "." for cell in board), "kind": kind, "turn": i // 2}
             by_kind[kind].append({"prompt": prompt, "answer": "", "info": info})
     # Interleave the kinds, so consecutive rows (a training step) mix them.
@@ -119,10 +120,11 @@ REWARD_WEIGHTS = {move_reward: 1.0, format_reward: 0.2, invalid_move: -0.1}
 METRICS = [optimal, legal]
 
 
-def load_environment(games: list[list[dict]], **kwargs) -> vf.SingleTurnEnv:
+def load_environment(games: list[list[dict]], kinds=KINDS, **kwargs) -> vf.SingleTurnEnv:
     """One episode per position of X in `games` (each a list of chat messages, like the full game's
-    transcripts), one answer each, rewarded from the game tree."""
-    rows = position_rows(games)
+    transcripts), one answer each, rewarded from the game tree. `kinds`: the kinds of position to
+    train on (win, block, other; default all)."""
+    rows = position_rows(games, kinds)
     if not rows:
         raise ValueError("no position with a choice to make in these games")
     parser = MoveParser()
