@@ -109,6 +109,12 @@ def train_from_command_line(argv: list[str] | None = None) -> None:
         help="moves (notebook 09): one move per episode, rewarded from the game tree; game: one reward per game",
     )
     parser.add_argument(
+        "--kinds",
+        nargs="+",
+        choices=("win", "block", "other"),
+        help="moves only: train on these kinds of position (default all: win now, block O's line, other)",
+    )
+    parser.add_argument(
         "--evaluate",
         type=int,
         metavar="N",
@@ -123,7 +129,7 @@ def train_from_command_line(argv: list[str] | None = None) -> None:
         from accelerate import PartialState
 
         with PartialState().main_process_first():  # one process plays the start model's games, the others read them
-            env = move_environment(asyncio.run(play_position_games(profile, start)))
+            env = move_environment(asyncio.run(play_position_games(profile, start)), kinds=args.kinds)
         overrides = {"shuffle_dataset": True}  # positions in random order: no opponent blocks to keep
     else:
         env, overrides = full_game_environment(profile), {}
@@ -143,9 +149,10 @@ def train_from_command_line(argv: list[str] | None = None) -> None:
         from course_lib.hardware import release
 
         release(trainer)
+        kinds_setting = [f"--kinds {' '.join(args.kinds)}"] if args.kinds else []
         row = {
             "run": out.name,
-            "settings": " ".join([f"--environment {args.environment}", *args.set]),
+            "settings": " ".join([f"--environment {args.environment}", *kinds_setting, *args.set]),
             "training minutes": round(minutes, 1),
             "games per opponent": args.evaluate,
             **evaluate_before_after(profile, start, str(final), args.evaluate, out),

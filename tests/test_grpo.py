@@ -458,3 +458,67 @@ def test_the_policy_copy_generates_with_the_policys_weights_lora_merged(smoke_tr
         with torch.no_grad():
             for name, parameter in policy.named_parameters():
                 parameter.copy_(trained[name])
+
+
+def test_per_move_grpo_makes_the_rewarded_cell_more_likely(tmp_path, monkeypatch):
+    """Direction, not only change: in each group one answer names an optimal cell and the other a cell that
+    throws the game away, with the same reasoning text, so only the move differs. After three real steps
+    through the bridge the policy must prefer the optimal cell more than before. Catches rewards paired
+    with the wrong episodes, or an advantage with the wrong sign, which a change of weights alone does not."""
+    import re
+
+    import torch
+
+    from tictactoe.game import best_moves, legal_moves
+    from tictactoe.moves import cell_score
+
+    profile = get_profile("smoke").with_settings(**{"grpo.max_steps": 3, "grpo.learning_rate": 1e-2})
+    env = grpo.move_environment([])  # the expert's games' positions
+    model = tiny_copy_of_the_embedded_model(tmp_path / "tiny_model")
+    trainer = grpo.build_grpo_trainer(profile, env, model, tmp_path / "grpo", save_strategy="no")
+    tokenizer = trainer.processing_class
+    rows = env.get_dataset()
+
+    def answers(board):
+        optimal = scripted_answer(board, "expert", random.Random(0))
+        losing = next(cell for cell in legal_moves(board) if cell_score(board, cell) == 0.0)
+        assert int(re.search(r"<move>(\d)</move>", optimal).group(1)) in best_moves(board, "X")
+        return optimal, re.sub(r"<move>\d</move>", f"<move>{losing}</move>", optimal)
+
+    def board_of(ids):
+        return read_board(tokenizer.decode(ids).rsplit("<|im_start|>user", 1)[-1])
+
+    def optimal_or_losing(prompts, sampling):
+        results = []
+        for i, ids in enumerate(prompts):
+            text = answers(board_of(ids))[i % 2]
+            out = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            results.append((out, [0.0] * len(out)))
+        return results
+
+    def preference(row) -> float:
+        """log p(optimal answer) - log p(losing answer) under the policy, after the row's prompt."""
+        text = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False)
+        prompt = tokenizer(text, add_special_tokens=False)["input_ids"]
+        total = 0.0
+        for sign, answer in zip((1, -1), answers(board_of(prompt))):
+            ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
+            with torch.no_grad():
+                logits = trainer.model(torch.tensor([prompt + ids])).logits[0, len(prompt) - 1 : -1]
+            total += sign * float(logits.log_softmax(-1).gather(1, torch.tensor(ids)[:, None]).sum())
+        return total
+
+    trained = [rows[i] for i in range(profile.grpo.max_steps * profile.grpo.prompts_per_step)]
+    before = sum(preference(row) for row in trained)
+    monkeypatch.setattr(
+        trainer,
+        "rollout_func",
+        rollout_bridge.make_rollout_func(
+            env, rows, tokenizer, lambda _: optimal_or_losing, profile.grpo.max_tokens_per_turn
+        ),
+    )
+    trainer.train()
+    logs = [row for row in trainer.state.log_history if "loss" in row]
+    assert [row["rewards/optimal/mean"] for row in logs] == [0.5] * 3  # one of the two answers each step
+    after = sum(preference(row) for row in trained)
+    assert after > before + 0.1, (before, after)
