@@ -540,7 +540,7 @@ def interval_coverage(interval, games: int, rate: float) -> float:
 
 def check_wald_coverage(answer) -> None:
     """06, experiment: with games = 20, how often the Wald interval contains a true rate of 5% (within 0.06)."""
-    if not_answered(answer, "set games = 20, read the Wald curve at the dotted line (a true rate of 5%)"):
+    if not_answered(answer, "with games = 20, read the Wald curve at the dotted line (a true rate of 5%)"):
         return
     right, at_100 = interval_coverage(wald_interval, 20, 0.05), interval_coverage(wald_interval, 100, 0.05)
     if is_number(answer) and abs(answer - at_100) <= 0.02 and abs(answer - right) > 0.06:
@@ -570,7 +570,7 @@ def check_strong_opponent_draws(answer) -> None:
     random_move_prob <= 0.3 (data/tictactoe_sft), read off the bar; within 0.05."""
     from course_lib import sft
 
-    if not_answered(answer, "set max_random_move_prob = 0.3, read the draws' share of the lower bar"):
+    if not_answered(answer, "with max_random_move_prob = 0.3, read the draws' share of the lower bar"):
         return
     shipped = sft.load_dataset().to_list()
     kept = strong_opponent_games(shipped, 0.3)
@@ -578,8 +578,8 @@ def check_strong_opponent_draws(answer) -> None:
     everything = sum(g["result"] == "draw" for g in shipped) / len(shipped)
     if is_number(answer) and abs(answer - everything) <= 0.02:
         raise ExerciseError(
-            f"{answer} is the draws' share of all {len(shipped)} games; "
-            "set max_random_move_prob = 0.3 and run the cell again."
+            f"{answer} is the draws' share of all {len(shipped)} games (the upper bar); read the lower bar, "
+            "the games with max_random_move_prob <= 0.3."
         )
     if not (is_number(answer) and abs(answer - right) <= 0.05):
         raise ExerciseError(
@@ -605,7 +605,7 @@ def smoothed(values, window: int) -> np.ndarray:
 def check_smoothed_falls(answer) -> None:
     """09, experiment: how many of the recorded puzzle run's 14 step-to-step changes go down once its
     reward is smoothed over 5 steps (window = 5); exactly."""
-    if not_answered(answer, "set window = 5, count the red (falling) segments of the smoothed curve"):
+    if not_answered(answer, "with window = 5, count the red (falling) segments of the smoothed curve"):
         return
     rewards = [row["reward"] for row in json.loads(PUZZLE_RUN.read_text()) if "reward" in row]
     falls = {w: int((np.diff(smoothed(rewards, w)) < 0).sum()) for w in (1, 5)}
@@ -646,7 +646,7 @@ def check_games_to_confirm(answer) -> None:
     games with an invalid answer is confirmed (McNemar p < 0.01), on the first games of seed 2."""
     import pandas as pd
 
-    if not_answered(answer, "raise games by 50 at a time, read p in the right panel's title"):
+    if not_answered(answer, "read p after each 50 games in the right panel, or raise games by 50 at a time"):
         return
     games = pd.read_csv(CONFIRMATION_GAMES)
     p = {n: invalid_answer_p_value(games, n) for n in range(50, 301, 50)}
@@ -659,7 +659,7 @@ def check_games_to_confirm(answer) -> None:
         )
         raise ExerciseError(
             f"the games needed: {answer!r} is not it ({shown}). Find the smallest multiple of 50 whose p, in the "
-            "right panel's title, is below 0.01."
+            "right panel, is below 0.01."
         )
     print(
         f"Correct: {right} games per opponent (p = {p_value_text(p[right])}); with {right - 50}, "

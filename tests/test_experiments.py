@@ -1,10 +1,12 @@
-"""The experiments of notebooks 06, 07, 09 and 10: the learner changes a setting, reads a plot and
-writes what it shows into `answer`; a check in course_lib/exercises.py says whether it is right.
+"""The experiments of notebooks 06, 07, 09 and 10: the learner reads a plot, writes what it shows into
+`answer`, then changes the setting to see what moves; a check in course_lib/exercises.py says whether
+the reading is right.
 
-Every check passes the right reading, fails a wrong one (and the reading of the setting left
-unchanged) with one sentence (ExerciseError), and lets "Run All" go on while `answer` is None. The
-notebook's own cells are checked too: its check cell starts unanswered, and the worked answer below it
-(a collapsed <details> block) states the value the check accepts.
+Every check passes the right reading, fails a wrong one (and the reading at another setting) with one
+sentence (ExerciseError), and lets "Run All" go on while `answer` is None. The notebook's own cells are
+checked too: its check cell starts unanswered, the worked answer below it (a collapsed <details> block)
+states the value the check accepts, and the plot is drawn at the setting the question asks about, so a
+reader of the executed copy can answer without running it.
 """
 
 import json
@@ -17,11 +19,11 @@ from course_lib.exercise_mechanism import ExerciseError
 
 EXPERIMENTS = [  # notebook, check, the right reading, wrong readings (the mistake each stands for)
     ("06_evaluate_models.ipynb", exercises.check_wald_coverage, 0.64, [0.88, 0.925, 0.95, "0.64"]),
-    # 0.88: games left at 100; 0.925: read the Wilson curve; 0.95: the nominal level; "0.64": text, not a number
+    # 0.88: read at games = 100; 0.925: read the Wilson curve; 0.95: the nominal level; "0.64": text, not a number
     ("07_sft_data_generation.ipynb", exercises.check_strong_opponent_draws, 0.69, [0.36, 0.31, 0.9]),
-    # 0.36: threshold left at 1.0; 0.31: read the wins' part; 0.9: a guess
+    # 0.36: read the upper bar (every game); 0.31: read the wins' part; 0.9: a guess
     ("09_grpo_training.ipynb", exercises.check_smoothed_falls, 3, [7, 2, 14]),
-    # 7: window left at 1; 2: a wider window; 14: every step
+    # 7: read at window = 1; 2: a wider window; 14: every step
     ("10_evaluation_and_plots.ipynb", exercises.check_games_to_confirm, 250, [200, 300, 100, 225]),
     # 200: p 0.0106 read as below 0.01; 300: not the fewest; 100: the cpu profile's games; 225: not a step of 50
 ]
@@ -73,13 +75,17 @@ def test_the_notebook_asks_then_checks_then_explains(notebook, check, right, wro
 
 
 @pytest.mark.parametrize("notebook, check, right, wrong", EXPERIMENTS, ids=IDS)
-def test_the_setting_to_change_starts_elsewhere(notebook, check, right, wrong):
-    """Catches: the setting already at the value the question asks about (nothing to change, nothing
-    learned). The setting is the first line of the plot cell just above the check."""
+def test_the_published_plot_shows_the_setting_the_question_asks_about(notebook, check, right, wrong):
+    """Catches: an executed copy whose plot is drawn at another setting than the one the question names, so
+    that a reader on GitHub cannot answer (the plot cell just above the check sets it on its first line).
+    10 asks for the fewest games that confirm, so its plot draws p at every setting as well."""
     found = cells(notebook)
     (at,) = [i for i, c in enumerate(found) if f"exercises.{check.__name__}(answer)" in "".join(c["source"])]
-    first_line = "".join(found[at - 1]["source"]).splitlines()[0]
-    name, value = re.match(r"(\w+) = ([0-9.]+)", first_line).groups()
-    asked = {"06": ("games", 20), "07": ("max_random_move_prob", 0.3), "09": ("window", 5), "10": ("games", 250)}
+    plot_cell = "".join(found[at - 1]["source"])
+    name, value = re.match(r"(\w+) = ([0-9.]+)", plot_cell.splitlines()[0]).groups()
+    if notebook.startswith("10"):
+        assert name == "games" and "range(50, 301, 50)" in plot_cell and "p_value" in plot_cell
+        return
+    asked = {"06": ("games", 20), "07": ("max_random_move_prob", 0.3), "09": ("window", 5)}
     assert name == asked[notebook[:2]][0], f"the plot cell's first line sets {name}, not the setting the question names"
-    assert float(value) != asked[notebook[:2]][1], f"{name} starts at the value the question asks about"
+    assert float(value) == asked[notebook[:2]][1], f"{name} starts at {value}, not at the value the question asks about"
