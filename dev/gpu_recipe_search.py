@@ -49,14 +49,14 @@ RECIPES = {
 
 
 def say(*args) -> None:
-    print(f"[search {datetime.now(timezone.utc).strftime('%H:%M:%S')}]", *args, flush=True)
+    print(f"[search {datetime.now(timezone.utc):%H:%M:%S}]", *args, flush=True)
 
 
 def write_json(path: Path, data: dict) -> None:
+    """Written whole each time (a call cut short keeps the last complete report)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(data, indent=1, default=str) + "\n")
-    partial.replace(path)
+    path.with_suffix(".partial").write_text(json.dumps(data, indent=1, default=str))
+    path.with_suffix(".partial").replace(path)
 
 
 def profile_of(args, settings=None):
