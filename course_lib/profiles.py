@@ -83,6 +83,7 @@ class GRPOBudget:  # 09: rollouts per step = prompts_per_step x num_generations
     max_random_move_prob: float
     use_lora: bool
     vllm_mode: str  # "" = transformers generate, "colocate" or "server"
+    beta: float = 0.0  # KL penalty against the start model (TRL's beta); 0: none, and no reference pass
 
 
 @dataclass(frozen=True)

@@ -29,21 +29,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 START = "SFT"
 
-# Each recipe: profile settings (`train_grpo --set` names), GRPOConfig fields, kinds of position, games.
+# Each recipe: profile settings (`train_grpo --set` names), kinds of position, the games its positions come from.
 RECIPES = {
     "course": {},  # notebook 09's cpu recipe as it is
-    "kl": {"config": {"beta": 0.1}},
+    "kl": {"settings": {"grpo.beta": 0.1}},
     "lr1e-4": {"settings": {"grpo.learning_rate": 1e-4}},
     "win_block": {"kinds": ["win", "block"]},
-    "win_block_kl": {"kinds": ["win", "block"], "config": {"beta": 0.1}},
+    "win_block_kl": {"kinds": ["win", "block"], "settings": {"grpo.beta": 0.1}},
     "win_block_small_steps": {
         "kinds": ["win", "block"],
         "settings": {"grpo.max_steps": 40, "grpo.prompts_per_step": 4, "grpo.micro_batch_size": 32},
     },
-    "strong_games_kl": {"games": "strong", "config": {"beta": 0.1}},
+    "strong_games_kl": {"games": "strong", "settings": {"grpo.beta": 0.1}},
     "groups16_kl": {
-        "settings": {"grpo.prompts_per_step": 4, "grpo.num_generations": 16},
-        "config": {"beta": 0.1},
+        "settings": {"grpo.prompts_per_step": 4, "grpo.num_generations": 16, "grpo.beta": 0.1},
     },
 }
 
@@ -107,9 +106,7 @@ def worker(args, name: str) -> None:
         env = move_environment(games, kinds=recipe.get("kinds"))
         stats = {}
         start = time.monotonic()
-        trainer = build_grpo_trainer(
-            profile, env, model, out, stats=stats, shuffle_dataset=True, save_strategy="no", **recipe.get("config", {})
-        )
+        trainer = build_grpo_trainer(profile, env, model, out, stats=stats, shuffle_dataset=True, save_strategy="no")
         trainer.train()
         result["train_seconds"] = round(time.monotonic() - start, 1)
         result["positions"] = len(env.get_dataset())
