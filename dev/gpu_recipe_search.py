@@ -33,13 +33,10 @@ START = "SFT"
 RECIPES = {
     "course": {},  # notebook 09's cpu recipe as it is
     "kl": {"settings": {"grpo.beta": 0.1}},
-    "lr1e-4": {"settings": {"grpo.learning_rate": 1e-4}},
+    "steps60": {"settings": {"grpo.max_steps": 60}},  # three times notebook 09's budget: does more of it move play?
     "win_block": {"kinds": ["win", "block"]},
     "win_block_kl": {"kinds": ["win", "block"], "settings": {"grpo.beta": 0.1}},
-    "win_block_small_steps": {
-        "kinds": ["win", "block"],
-        "settings": {"grpo.max_steps": 40, "grpo.prompts_per_step": 4, "grpo.micro_batch_size": 32},
-    },
+    "small_steps": {"settings": {"grpo.max_steps": 40, "grpo.prompts_per_step": 4, "grpo.micro_batch_size": 32}},
     "strong_games_kl": {"games": "strong", "settings": {"grpo.beta": 0.1}},
     "groups16_kl": {
         "settings": {"grpo.prompts_per_step": 4, "grpo.num_generations": 16, "grpo.beta": 0.1},
