@@ -29,7 +29,6 @@ import functools
 import html
 import json
 import random
-import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +48,7 @@ from tictactoe import (
     load_environment,
     tag_contents,
 )
-from tictactoe.game import WIN_LINES, completed_lines, is_over, new_board, read_board
+from tictactoe.game import completed_lines, is_over, line_problem, new_board, read_board, reason_claims
 
 Answer = Callable[[list[dict]], str]  # the model: messages so far -> its next answer
 
@@ -315,8 +314,6 @@ RECORDED_GAMES = [  # each a JSON object with "about", "model", "opponent", "res
     Path(__file__).resolve().parent.parent / "assets" / "course_model_game.json",  # notebook 00's game
     Path(__file__).resolve().parent.parent / "assets" / "play_widget_game.json",  # notebook 10's, cpu run
 ]
-COMPLETES = re.compile(r"Cell (\d+) completes my line (\d+)-(\d+)-(\d+)")  # the expert's win sentence
-BLOCKS = re.compile(r"([XO]) threatens (\d+)-(\d+)-(\d+); I block at cell (\d+)")  # its block sentence
 
 
 @dataclass
@@ -336,35 +333,13 @@ class Turn:
         return f'No <think> reason; it wrote: "{textwrap.shorten(self.answer, 90, placeholder=" ...")}"'
 
 
-def _line_problem(board, player: str, cells: tuple[int, ...], cell: int) -> str | None:
-    """Why `cell` does not complete the written line `cells` for `player` on `board`, or None if it does."""
-    name = "-".join(map(str, cells))
-    if tuple(sorted(cells)) not in {tuple(sorted(line)) for line in WIN_LINES}:
-        return f"{name} is not a line of the board"
-    if cell not in cells:
-        return f"cell {cell} is not on {name}"
-    if board[cell] is not None:
-        return f"cell {cell} is already taken by {board[cell]}"
-    for other_cell in cells:
-        if other_cell != cell and board[other_cell] != player:
-            return f"cell {other_cell} of {name} is {board[other_cell] or 'empty'}, not {player}"
-    return None
-
-
 def check_reason(reason: str, board, move: int | None = None) -> list[str]:
     """What is wrong in `reason`'s claims "Cell N completes my line a-b-c" (the model is X) and
     "O threatens a-b-c; I block at cell N", checked on `board`, the board the model saw; [] if nothing.
     Other sentences (forks, corners, the centre) are not checked."""
-    claims = []  # (the words, whose line, the line as written, the cell)
-    for match in COMPLETES.finditer(reason):
-        cell, a, b, c = map(int, match.groups())
-        claims.append((match.group(0), MODEL, (a, b, c), cell))
-    for match in BLOCKS.finditer(reason):
-        a, b, c, cell = map(int, match.groups()[1:])
-        claims.append((match.group(0), match.group(1), (a, b, c), cell))
     wrong = []
-    for words, player, cells, cell in claims:
-        if (problem := _line_problem(board, player, cells, cell)) is not None:
+    for words, player, cells, cell in reason_claims(reason, MODEL):
+        if (problem := line_problem(board, player, cells, cell)) is not None:
             truth = " and ".join(completed_lines(board, player, cell)) if cell <= 8 and board[cell] is None else ""
             fact = (
                 f"{player} completes {truth} at cell {cell}" if truth else f"{player} completes no line at cell {cell}"

@@ -84,6 +84,7 @@ class GRPOBudget:  # 09: rollouts per step = prompts_per_step x num_generations
     use_lora: bool
     vllm_mode: str  # "" = transformers generate, "colocate" or "server"
     beta: float = 0.0  # KL penalty against the start model (TRL's beta); 0: none, and no reference pass
+    false_claim_penalty: float = 0.0  # per-move reward lost for a false claim in the reasoning (tictactoe.moves)
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,8 @@ def train_from_command_line(argv: list[str] | None = None) -> None:
         from accelerate import PartialState
 
         with PartialState().main_process_first():  # one process plays the start model's games, the others read them
-            env = move_environment(asyncio.run(play_position_games(profile, start)), kinds=args.kinds)
+            games = asyncio.run(play_position_games(profile, start))
+            env = move_environment(games, kinds=args.kinds, false_claim_penalty=profile.grpo.false_claim_penalty)
         overrides = {"shuffle_dataset": True}  # positions in random order: no opponent blocks to keep
     else:
         env, overrides = full_game_environment(profile), {}

@@ -38,6 +38,7 @@ RECIPES = {
     "win_block_kl": {"kinds": ["win", "block"], "settings": {"grpo.beta": 0.1}},
     "small_steps": {"settings": {"grpo.max_steps": 40, "grpo.prompts_per_step": 4, "grpo.micro_batch_size": 32}},
     "strong_games_kl": {"games": "strong", "settings": {"grpo.beta": 0.1}},
+    "true_reasons": {"settings": {"grpo.false_claim_penalty": 0.5}},  # a right cell for a false reason pays less
     "groups16_kl": {
         "settings": {"grpo.prompts_per_step": 4, "grpo.num_generations": 16, "grpo.beta": 0.1},
     },
@@ -100,7 +101,7 @@ def worker(args, name: str) -> None:
         profile = profile_of(args, recipe.get("settings"))
         games_file = args.strong_games if recipe.get("games") == "strong" else args.own_games
         games = [game["messages"] for game in load_transcripts(Path(games_file))]
-        env = move_environment(games, kinds=recipe.get("kinds"))
+        env = move_environment(games, kinds=recipe.get("kinds"), false_claim_penalty=profile.grpo.false_claim_penalty)
         stats = {}
         start = time.monotonic()
         trainer = build_grpo_trainer(profile, env, model, out, stats=stats, shuffle_dataset=True, save_strategy="no")

@@ -7,12 +7,13 @@ cell that keeps the outcome above one that throws it away, for every answer a mo
 
 import asyncio
 import json
+import random
 from pathlib import Path
 
 import pytest
 
 from course_lib.rewards import reward_functions
-from course_lib.scripted_client import ScriptedClient
+from course_lib.scripted_client import ScriptedClient, scripted_answer
 from tictactoe import SYSTEM_PROMPT, load_environment
 from tictactoe.game import best_moves, legal_moves, read_board, render
 from tictactoe.moves import cell_score, kind_of, position_rows
@@ -145,13 +146,51 @@ def test_a_losing_legal_answer_earns_less_than_an_optimal_one(env):
 
 
 def test_the_rubric_order_is_what_training_logs(env):
-    assert [(r.name, r.weight) for r in reward_functions(env)][:5] == [
+    assert [(r.name, r.weight) for r in reward_functions(env)][:6] == [
         ("move_reward", 1.0),
         ("format_reward", 0.2),
         ("invalid_move", -0.1),
+        ("false_claim", 0.0),  # logged only, unless false_claim_penalty is set
         ("optimal", 0.0),
         ("legal", 0.0),
     ]
+
+
+def test_a_right_cell_for_a_false_reason_is_a_false_claim(env):
+    """Catches: a checker that pays "I win now" where X has no line (the reason per-move GRPO spread into
+    block positions), or that flags the expert's own true sentences."""
+    row = next(r for r in env.get_dataset() if r["info"]["kind"] == "block")
+    position = board(row["info"]["board"])
+    best = best_moves(position, "X")[0]
+    true_reason = scripted_answer(position, "expert", random.Random(0))
+    wrong_line = f"<think>Cell {best} completes my line 0-4-8, so I win now.</think>\n<move>{best}</move>"
+    other_cell = next(cell for cell in legal_moves(position) if cell != best)
+    true_but_not_played = true_reason.replace(f"<move>{best}</move>", f"<move>{other_cell}</move>")
+    scores = {answer: rollout_reward(env, row, answer) for answer in (true_reason, wrong_line, true_but_not_played)}
+    assert scores[true_reason]["move_reward"] == scores[wrong_line]["move_reward"] == 1.0
+    assert [scores[answer]["false_claim"] for answer in scores] == [0.0, 1.0, 1.0]
+    assert rollout_reward(env, row, f"<move>{best}</move>")["false_claim"] == 0.0  # no claim, nothing false
+
+
+def test_the_penalty_ranks_a_true_reason_above_a_false_one_for_the_same_cell():
+    penalised = load_move_environment(expert_games(), false_claim_penalty=0.5)
+    row = next(r for r in penalised.get_dataset() if r["info"]["kind"] == "block")
+    position = board(row["info"]["board"])
+    best = best_moves(position, "X")[0]
+    true_reason = scripted_answer(position, "expert", random.Random(0))
+    false_reason = f"<think>Cell {best} completes my line 0-4-8, so I win now.</think>\n<move>{best}</move>"
+    assert rollout_reward(penalised, row, true_reason)["reward"] == pytest.approx(1.2)
+    assert rollout_reward(penalised, row, false_reason)["reward"] == pytest.approx(0.7)
+
+
+def test_the_expert_never_makes_a_false_claim(env):
+    """Every answer of the SFT data (the expert's) states only true claims about its board."""
+    rows = list(env.get_dataset())
+    assert all(rollout_reward(env, row, expert_answer(row))["false_claim"] == 0.0 for row in rows[::7])
+
+
+def expert_answer(row) -> str:
+    return scripted_answer(board(row["info"]["board"]), "expert", random.Random(0))
 
 
 def test_games_without_a_choice_are_refused_clearly():

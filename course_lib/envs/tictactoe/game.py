@@ -197,6 +197,38 @@ def _fork_cells(board, player: str) -> list[int]:
     return [cell for cell in legal_moves(board) if len(_threat_lines(board, player, cell)) >= 2]
 
 
+# The two claims of `expert_move`'s reasons that the board can check (the SFT data teaches them).
+COMPLETES = re.compile(r"Cell (\d+) completes my line (\d+)-(\d+)-(\d+)")  # its win sentence
+BLOCKS = re.compile(r"([XO]) threatens (\d+)-(\d+)-(\d+); I block at cell (\d+)")  # its block sentence
+
+
+def reason_claims(text: str, player: str) -> list[tuple[str, str, tuple[int, int, int], int]]:
+    """The checkable claims in `text`, written by `player`: (the words, whose line, the line as written, the cell)."""
+    claims = []
+    for match in COMPLETES.finditer(text):
+        cell, a, b, c = map(int, match.groups())
+        claims.append((match.group(0), player, (a, b, c), cell))
+    for match in BLOCKS.finditer(text):
+        a, b, c, cell = map(int, match.groups()[1:])
+        claims.append((match.group(0), match.group(1), (a, b, c), cell))
+    return claims
+
+
+def line_problem(board, player: str, cells: tuple[int, ...], cell: int) -> str | None:
+    """Why `cell` does not complete the written line `cells` for `player` on `board`, or None if it does."""
+    name = "-".join(map(str, cells))
+    if tuple(sorted(cells)) not in {tuple(sorted(line)) for line in WIN_LINES}:
+        return f"{name} is not a line of the board"
+    if cell not in cells:
+        return f"cell {cell} is not on {name}"
+    if board[cell] is not None:
+        return f"cell {cell} is already taken by {board[cell]}"
+    for other_cell in cells:
+        if other_cell != cell and board[other_cell] != player:
+            return f"cell {other_cell} of {name} is {board[other_cell] or 'empty'}, not {player}"
+    return None
+
+
 def expert_move(board, player: str, rng: random.Random) -> tuple[int, str]:
     """An optimal move and a one-sentence reason, from the classic strategy's first rule that fits.
 

@@ -15,14 +15,16 @@ consecutive rows mix them.
 Rewards (weights in brackets): `move_reward` 1 for a minimax-optimal cell, 0.5 for a legal cell
 that keeps the game's outcome (a slower win), 0 for a cell that throws a win or a draw away, or an
 invalid answer [1.0]; `format_reward` 1 if the answer is well formed [0.2]; `invalid_move` 1 if the
-answer is not a legal move [-0.1]. Metrics [0]: optimal, legal.
+answer is not a legal move [-0.1]; `false_claim` 1 if the reasoning claims a line the board does not
+have ("Cell 2 completes my line 0-1-2" when it does not), or names another cell than it plays
+[-false_claim_penalty, default 0: a metric]. Metrics [0]: optimal, legal.
 """
 
 import verifiers as vf
 from datasets import Dataset
 
 from . import MODEL, SYSTEM_PROMPT, MoveParser, message_text
-from .game import best_moves, legal_moves, minimax_value, other, read_board, winning_cells
+from .game import best_moves, legal_moves, line_problem, minimax_value, other, read_board, reason_claims, winning_cells
 
 KINDS = ("win", "block", "other")
 
@@ -108,6 +110,17 @@ def invalid_move(completion, info, parser, **kwargs) -> float:
     return float(parser.judge(_answer(completion), _board(info))[1] is not None)
 
 
+def false_claim(completion, info, parser, **kwargs) -> float:
+    """1 if a checkable claim of the answer is false on its board, or names a cell other than the move played:
+    a right cell for a wrong reason (the move reward alone pays it in full) is a false claim."""
+    board, answer = _board(info), _answer(completion)
+    cell, problem = parser.judge(answer, board)
+    for _, player, line, claimed in reason_claims(answer, MODEL):
+        if line_problem(board, player, line, claimed) is not None or (problem is None and claimed != cell):
+            return 1.0
+    return 0.0
+
+
 def optimal(completion, info, parser, **kwargs) -> float:
     return float(move_reward(completion, info, parser) == 1.0)
 
@@ -120,17 +133,21 @@ REWARD_WEIGHTS = {move_reward: 1.0, format_reward: 0.2, invalid_move: -0.1}
 METRICS = [optimal, legal]
 
 
-def load_environment(games: list[list[dict]], kinds=KINDS, **kwargs) -> vf.SingleTurnEnv:
+def load_environment(
+    games: list[list[dict]], kinds=KINDS, false_claim_penalty: float = 0.0, **kwargs
+) -> vf.SingleTurnEnv:
     """One episode per position of X in `games` (each a list of chat messages, like the full game's
     transcripts), one answer each, rewarded from the game tree. `kinds`: the kinds of position to
-    train on (win, block, other; default all)."""
+    train on (win, block, other; default all). `false_claim_penalty`: subtracted when the reasoning
+    claims what the board does not show (0: logged only)."""
     rows = position_rows(games, kinds)
     if not rows:
         raise ValueError("no position with a choice to make in these games")
     parser = MoveParser()
+    weights = {**REWARD_WEIGHTS, false_claim: -false_claim_penalty}
     rubric = vf.Rubric(
-        funcs=[*REWARD_WEIGHTS, *METRICS],
-        weights=[*REWARD_WEIGHTS.values(), *[0.0] * len(METRICS)],
+        funcs=[*weights, *METRICS],
+        weights=[*weights.values(), *[0.0] * len(METRICS)],
         parser=parser,
     )
     return vf.SingleTurnEnv(dataset=Dataset.from_list(rows), parser=parser, rubric=rubric, **kwargs)
