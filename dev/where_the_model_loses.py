@@ -1,7 +1,8 @@
 """Where a model's games against the optimal opponent are lost: for each stored game, the first answer of X that
 threw the position's outcome away, by the kind of position (win now, block O's line, other), the share of
-answers of each kind that kept the outcome, and the reasons the model gave where it had to block (its sentences
-with the digits masked, most common first). Reads stored transcripts (evaluation.save_transcripts); runs no model.
+answers of each kind that kept the outcome, the reasons the model gave where it had to block (its sentences
+with the digits masked, most common first), and, in win and block positions, how often each kind of reason
+came with an optimal cell. Reads stored transcripts (evaluation.save_transcripts); runs no model.
 
     python dev/where_the_model_loses.py outputs/cpu/evaluations/*/transcripts.jsonl
 """
@@ -13,8 +14,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "course_lib" / "envs"))
+from tictactoe import MoveParser  # noqa: E402
 from tictactoe.game import read_board  # noqa: E402
 from tictactoe.moves import cell_score, kind_of  # noqa: E402
+
+REASON_KINDS = (("win now", "I win now"), ("block", "I block"), ("fork", "fork"))  # else "other"
 
 
 def where_lost(path: Path):
@@ -35,17 +39,43 @@ def where_lost(path: Path):
     return first_mistakes, {kind: (kept[kind], answers[kind]) for kind in answers}
 
 
-def block_reasons(path: Path) -> collections.Counter:
-    """The model's reasons in positions where O has two in a line, digits masked ("O threatens N-N-N; ...")."""
-    reasons = collections.Counter()
+def model_answers(path: Path):
+    """(board, answer text) for every answer of the model in the stored games."""
     for line in path.read_text().splitlines():
         messages = json.loads(line)["messages"]
         for before, answer in zip(messages, messages[1:]):
             board = read_board(before["content"]) if before["role"] == "user" else None
-            if answer["role"] == "assistant" and board and kind_of(board) == "block":
-                reason = re.search(r"<think>(.*?)</think>", answer["content"], re.S)
-                text = re.sub(r"Empty cells:[\d ]*\.", "", reason.group(1) if reason else "(no reason)")
-                reasons[re.sub(r"\d", "N", text).strip()] += 1
+            if answer["role"] == "assistant" and board:
+                yield board, answer["content"]
+
+
+def reason_kind(answer: str) -> str:
+    reason = re.search(r"<think>(.*?)</think>", answer, re.S)
+    text = reason.group(1) if reason else ""
+    return next((kind for kind, words in REASON_KINDS if words in text), "other")
+
+
+def optimal_by_reason(path: Path) -> dict:
+    """(position kind, reason kind) -> (answers, answers with an optimal cell), in win and block positions:
+    whether a reason that is wrong for the position still comes with the right cell (and so the full reward)."""
+    parser, table = MoveParser(), collections.defaultdict(lambda: [0, 0])
+    for board, answer in model_answers(path):
+        if (kind := kind_of(board)) in ("win", "block"):
+            cell, problem = parser.judge(answer, board)
+            counts = table[(kind, reason_kind(answer))]
+            counts[0] += 1
+            counts[1] += problem is None and cell_score(board, cell) == 1.0
+    return dict(sorted(table.items()))
+
+
+def block_reasons(path: Path) -> collections.Counter:
+    """The model's reasons in positions where O has two in a line, digits masked ("O threatens N-N-N; ...")."""
+    reasons = collections.Counter()
+    for board, answer in model_answers(path):
+        if kind_of(board) == "block":
+            reason = re.search(r"<think>(.*?)</think>", answer, re.S)
+            text = re.sub(r"Empty cells:[\d ]*\.", "", reason.group(1) if reason else "(no reason)")
+            reasons[re.sub(r"\d", "N", text).strip()] += 1
     return reasons
 
 
@@ -61,3 +91,6 @@ if __name__ == "__main__":
             print(f"  answers that keep the outcome, {kind:6s}: {k} of {n} ({k / n:.0%})")
         for reason, n in block_reasons(path).most_common(3):
             print(f"  where it had to block, {n:3d}x: {reason}")
+        for (kind, reason), (n, optimal) in optimal_by_reason(path).items():
+            share = f"{optimal} ({optimal / n:.0%})"
+            print(f"  {kind:5s} position, reason '{reason}': {n:3d} answers, optimal cell {share}")
