@@ -26,7 +26,6 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
 START = "SFT"
 
 # Each recipe: profile settings (`train_grpo --set` names), kinds of position, the games its positions come from.

@@ -49,10 +49,14 @@ def model_answers(path: Path):
                 yield board, answer["content"]
 
 
-def reason_kind(answer: str) -> str:
+def reason_of(answer: str) -> str:
+    """The answer's <think> text without the copied list of empty cells ("" if it has none)."""
     reason = re.search(r"<think>(.*?)</think>", answer, re.S)
-    text = reason.group(1) if reason else ""
-    return next((kind for kind, words in REASON_KINDS if words in text), "other")
+    return re.sub(r"Empty cells:[\d ]*\.", "", reason.group(1)).strip() if reason else ""
+
+
+def reason_kind(answer: str) -> str:
+    return next((kind for kind, words in REASON_KINDS if words in reason_of(answer)), "other")
 
 
 def optimal_by_reason(path: Path) -> dict:
@@ -73,9 +77,7 @@ def block_reasons(path: Path) -> collections.Counter:
     reasons = collections.Counter()
     for board, answer in model_answers(path):
         if kind_of(board) == "block":
-            reason = re.search(r"<think>(.*?)</think>", answer, re.S)
-            text = re.sub(r"Empty cells:[\d ]*\.", "", reason.group(1) if reason else "(no reason)")
-            reasons[re.sub(r"\d", "N", text).strip()] += 1
+            reasons[re.sub(r"\d", "N", reason_of(answer) or "(no reason)")] += 1
     return reasons
 
 

@@ -216,7 +216,7 @@ def reason_claims(text: str, player: str) -> list[tuple[str, str, tuple[int, int
 
 def line_problem(board, player: str, cells: tuple[int, ...], cell: int) -> str | None:
     """Why `cell` does not complete the written line `cells` for `player` on `board`, or None if it does."""
-    name = "-".join(map(str, cells))
+    name = _line_name(cells)
     if tuple(sorted(cells)) not in {tuple(sorted(line)) for line in WIN_LINES}:
         return f"{name} is not a line of the board"
     if cell not in cells:
