@@ -41,6 +41,7 @@ class EnvBudget:  # 02-05: the small environments and the environment checks
     temperature: float
     check_replies: int  # fuzzed replies per environment check (course_lib/check_environment.py)
     tool_max_tokens: int  # 04: per model turn; the expert's longest (five sections read at once) is 213 tokens
+    tool_rollouts_per_question: int  # 08: the held-out tool evaluation, before and after tool SFT
     tool_sft_questions: int  # 04: at most this many training questions for the tool SFT (the wiki has 52)
     tool_sft_epochs: float
     tool_sft_learning_rate: float
@@ -157,6 +158,7 @@ _BASE = Profile(
         temperature=0.7,
         check_replies=2_000,  # about 20 s per environment on 2 cores
         tool_max_tokens=256,  # a tool call cut off at max_tokens cannot be read as a call (notebook 08, section 9)
+        tool_rollouts_per_question=2,  # 3 took 423 s for both models on 2 cores, the course's 90 minutes allow 2
         tool_sft_questions=100,  # all
         tool_sft_epochs=2.0,  # 1 epoch: 16/270 held-out answers right against 90/270 (RESULTS, "One epoch of tool SFT")
         tool_sft_learning_rate=1e-4,
@@ -236,6 +238,7 @@ PROFILES = {
             "chat.max_tokens": 256,
             "env.num_examples": 100,
             "env.rollouts_per_example": 4,
+            "env.tool_rollouts_per_question": 4,
             "env.max_tokens": 512,
             "env.tool_max_tokens": 512,
             "env.check_replies": 10_000,
@@ -272,6 +275,7 @@ PROFILES = {
             "chat.max_tokens": 256,
             "env.num_examples": 200,
             "env.rollouts_per_example": 8,
+            "env.tool_rollouts_per_question": 8,
             "env.max_tokens": 1024,
             "env.tool_max_tokens": 1024,
             "env.check_replies": 10_000,
