@@ -333,16 +333,24 @@ async def _play_training_games(profile: Profile, model_path: str, path: Path, lo
     save_transcripts(results["outputs"], path, player=Path(model_path).name, seed=POSITION_GAMES_SEED)
 
 
-def move_environment(games: list[list[dict]], kinds=None, false_claim_penalty: float = 0.0):
+def move_environment(
+    games: list[list[dict]], kinds=None, false_claim_penalty: float = 0.0, needed_claim_bonus: float = 0.0
+):
     """The per-move environment GRPO trains in: every position with a choice in `games` (the start
     model's own) and in the expert's games that SFT learned from, one answer per episode. `kinds`:
-    only these kinds of position (tictactoe.moves.KINDS; default all); `false_claim_penalty`: what a
-    reasoning that claims a line the board does not have costs (`grpo.false_claim_penalty`)."""
+    only these kinds of position (tictactoe.moves.KINDS; default all); what a false claim in the
+    reasoning costs and what a win or block played for its true reason earns (`grpo.false_claim_penalty`,
+    `grpo.needed_claim_bonus`)."""
     from course_lib.sft import load_dataset
     from tictactoe.moves import KINDS, load_environment
 
     games = games + list(load_dataset()["messages"])
-    return load_environment(games, kinds=kinds or KINDS, false_claim_penalty=false_claim_penalty)
+    return load_environment(
+        games,
+        kinds=kinds or KINDS,
+        false_claim_penalty=false_claim_penalty,
+        needed_claim_bonus=needed_claim_bonus,
+    )
 
 
 # --- Training curves -----------------------------------------------------------------------

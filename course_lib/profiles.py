@@ -86,6 +86,7 @@ class GRPOBudget:  # 09: rollouts per step = prompts_per_step x num_generations
     vllm_mode: str  # "" = transformers generate, "colocate" or "server"
     beta: float = 0.0  # KL penalty against the start model (TRL's beta); 0: none, and no reference pass
     false_claim_penalty: float = 0.0  # per-move reward lost for a false claim in the reasoning (tictactoe.moves)
+    needed_claim_bonus: float = 0.0  # per-move reward added for a win or block played for its true reason
 
 
 @dataclass(frozen=True)

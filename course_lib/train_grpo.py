@@ -130,7 +130,12 @@ def train_from_command_line(argv: list[str] | None = None) -> None:
 
         with PartialState().main_process_first():  # one process plays the start model's games, the others read them
             games = asyncio.run(play_position_games(profile, start))
-            env = move_environment(games, kinds=args.kinds, false_claim_penalty=profile.grpo.false_claim_penalty)
+            env = move_environment(
+                games,
+                kinds=args.kinds,
+                false_claim_penalty=profile.grpo.false_claim_penalty,
+                needed_claim_bonus=profile.grpo.needed_claim_bonus,
+            )
         overrides = {"shuffle_dataset": True}  # positions in random order: no opponent blocks to keep
     else:
         env, overrides = full_game_environment(profile), {}

@@ -100,7 +100,12 @@ def worker(args, name: str) -> None:
         profile = profile_of(args, recipe.get("settings"))
         games_file = args.strong_games if recipe.get("games") == "strong" else args.own_games
         games = [game["messages"] for game in load_transcripts(Path(games_file))]
-        env = move_environment(games, kinds=recipe.get("kinds"), false_claim_penalty=profile.grpo.false_claim_penalty)
+        env = move_environment(
+            games,
+            kinds=recipe.get("kinds"),
+            false_claim_penalty=profile.grpo.false_claim_penalty,
+            needed_claim_bonus=profile.grpo.needed_claim_bonus,
+        )
         stats = {}
         start = time.monotonic()
         trainer = build_grpo_trainer(profile, env, model, out, stats=stats, shuffle_dataset=True, save_strategy="no")

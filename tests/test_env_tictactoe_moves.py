@@ -15,7 +15,7 @@ import pytest
 from course_lib.rewards import reward_functions
 from course_lib.scripted_client import ScriptedClient, scripted_answer
 from tictactoe import SYSTEM_PROMPT, load_environment
-from tictactoe.game import best_moves, legal_moves, read_board, render
+from tictactoe.game import WIN_LINES, best_moves, legal_moves, read_board, render, winning_cells
 from tictactoe.moves import cell_score, kind_of, position_rows
 from tictactoe.moves import load_environment as load_move_environment
 
@@ -146,11 +146,12 @@ def test_a_losing_legal_answer_earns_less_than_an_optimal_one(env):
 
 
 def test_the_rubric_order_is_what_training_logs(env):
-    assert [(r.name, r.weight) for r in reward_functions(env)][:6] == [
+    assert [(r.name, r.weight) for r in reward_functions(env)][:7] == [
         ("move_reward", 1.0),
         ("format_reward", 0.2),
         ("invalid_move", -0.1),
         ("false_claim", 0.0),  # logged only, unless false_claim_penalty is set
+        ("needed_claim", 0.0),  # logged only, unless needed_claim_bonus is set
         ("optimal", 0.0),
         ("legal", 0.0),
     ]
@@ -181,6 +182,62 @@ def test_the_penalty_ranks_a_true_reason_above_a_false_one_for_the_same_cell():
     false_reason = f"<think>Cell {best} completes my line 0-4-8, so I win now.</think>\n<move>{best}</move>"
     assert rollout_reward(penalised, row, true_reason)["reward"] == pytest.approx(1.2)
     assert rollout_reward(penalised, row, false_reason)["reward"] == pytest.approx(0.7)
+
+
+@pytest.mark.parametrize("kind", ["win", "block"])
+def test_only_the_true_reason_the_position_needs_earns_the_needed_claim(env, kind):
+    """Catches: a bonus paid for the right cell without its reason, for a false reason of the right kind,
+    for a reason about another cell than played, for an illegal move, or for the dodge the false-claim
+    penalty met (no checkable claim at all)."""
+    row = next(r for r in env.get_dataset() if r["info"]["kind"] == kind)
+    position = board(row["info"]["board"])
+    player = "X" if kind == "win" else "O"  # whose line the cell completes
+    needed = winning_cells(position, player)[0]
+    line = next(
+        line for line in WIN_LINES if needed in line and all(position[i] == player for i in line if i != needed)
+    )
+    written = "-".join(map(str, line))
+    reason = (
+        f"Cell {needed} completes my line {written}, so I win now."
+        if kind == "win"
+        else f"O threatens {written}; I block at cell {needed}."
+    )
+    other_cell = next(cell for cell in legal_moves(position) if cell != needed)
+    taken = next(cell for cell, mark in enumerate(position) if mark is not None)
+    answers = {
+        f"<think>{reason}</think>\n<move>{needed}</move>": 1.0,
+        f"<move>{needed}</move>": 0.0,  # the right cell, no reason
+        f"<think>I take cell {needed}, which lies on three lines.</think>\n<move>{needed}</move>": 0.0,
+        f"<think>{reason}</think>\n<move>{other_cell}</move>": 0.0,  # the reason names another cell
+        f"<think>{reason.replace(written, '0-1-5')}</think>\n<move>{needed}</move>": 0.0,  # not a line
+        f"<think>{reason}</think>\n<move>{taken}</move>": 0.0,  # an illegal move
+    }
+    assert {answer: rollout_reward(env, row, answer)["needed_claim"] for answer in answers} == answers
+
+
+def test_blocking_where_x_can_win_is_a_true_claim_but_not_the_needed_one(env):
+    row = next(
+        r for r in env.get_dataset() if r["info"]["kind"] == "win" and winning_cells(board(r["info"]["board"]), "O")
+    )
+    position = board(row["info"]["board"])
+    block = winning_cells(position, "O")[0]
+    line = next(line for line in WIN_LINES if block in line and all(position[i] == "O" for i in line if i != block))
+    answer = f"<think>O threatens {'-'.join(map(str, line))}; I block at cell {block}.</think>\n<move>{block}</move>"
+    scores = rollout_reward(env, row, answer)
+    assert scores["false_claim"] == 0.0 and scores["needed_claim"] == 0.0
+
+
+def test_the_needed_claim_is_never_paid_where_no_claim_is_needed(env):
+    rows = [row for row in env.get_dataset() if row["info"]["kind"] == "other"][:20]
+    assert rows and all(rollout_reward(env, row, expert_answer(row))["needed_claim"] == 0.0 for row in rows)
+
+
+def test_the_bonus_ranks_the_needed_reason_above_the_bare_cell():
+    rewarded = load_move_environment(expert_games(), needed_claim_bonus=0.3)
+    row = next(r for r in rewarded.get_dataset() if r["info"]["kind"] == "block")
+    best = best_moves(board(row["info"]["board"]), "X")[0]
+    assert rollout_reward(rewarded, row, expert_answer(row))["reward"] == pytest.approx(1.5)
+    assert rollout_reward(rewarded, row, f"<move>{best}</move>")["reward"] == pytest.approx(1.2)
 
 
 def test_the_expert_never_makes_a_false_claim(env):

@@ -17,7 +17,9 @@ that keeps the game's outcome (a slower win), 0 for a cell that throws a win or 
 invalid answer [1.0]; `format_reward` 1 if the answer is well formed [0.2]; `invalid_move` 1 if the
 answer is not a legal move [-0.1]; `false_claim` 1 if the reasoning claims a line the board does not
 have ("Cell 2 completes my line 0-1-2" when it does not), or names another cell than it plays
-[-false_claim_penalty, default 0: a metric]. Metrics [0]: optimal, legal.
+[-false_claim_penalty, default 0: a metric]; `needed_claim` 1 if a win or block position's answer
+plays the winning or blocking cell and says so truly [needed_claim_bonus, default 0: a metric].
+Metrics [0]: optimal, legal.
 """
 
 import verifiers as vf
@@ -121,6 +123,17 @@ def false_claim(completion, info, parser, **kwargs) -> float:
     return 0.0
 
 
+def needed_claim(completion, info, parser, **kwargs) -> float:
+    """1 if a legal answer states the claim its position needs, and no false one: "Cell c completes my line
+    ..." where X can win, "O threatens ...; I block at cell c" where only O can (a true claim names the
+    cell played: see false_claim). A penalty for false claims alone was answered by claiming nothing."""
+    needed_from = {"win": MODEL, "block": other(MODEL)}.get(info["kind"])
+    answer = _answer(completion)
+    if parser.judge(answer, _board(info))[1] is not None or false_claim(completion, info, parser):
+        return 0.0
+    return float(any(player == needed_from for _, player, _, _ in reason_claims(answer, MODEL)))
+
+
 def optimal(completion, info, parser, **kwargs) -> float:
     return float(move_reward(completion, info, parser) == 1.0)
 
@@ -134,17 +147,18 @@ METRICS = [optimal, legal]
 
 
 def load_environment(
-    games: list[list[dict]], kinds=KINDS, false_claim_penalty: float = 0.0, **kwargs
+    games: list[list[dict]], kinds=KINDS, false_claim_penalty: float = 0.0, needed_claim_bonus: float = 0.0, **kwargs
 ) -> vf.SingleTurnEnv:
     """One episode per position of X in `games` (each a list of chat messages, like the full game's
     transcripts), one answer each, rewarded from the game tree. `kinds`: the kinds of position to
     train on (win, block, other; default all). `false_claim_penalty`: subtracted when the reasoning
-    claims what the board does not show (0: logged only)."""
+    claims what the board does not show (0: logged only). `needed_claim_bonus`: added when a win or block
+    is played for its true reason (0: logged only)."""
     rows = position_rows(games, kinds)
     if not rows:
         raise ValueError("no position with a choice to make in these games")
     parser = MoveParser()
-    weights = {**REWARD_WEIGHTS, false_claim: -false_claim_penalty}
+    weights = {**REWARD_WEIGHTS, false_claim: -false_claim_penalty, needed_claim: needed_claim_bonus}
     rubric = vf.Rubric(
         funcs=[*weights, *METRICS],
         weights=[*weights.values(), *[0.0] * len(METRICS)],
