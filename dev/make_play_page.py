@@ -22,14 +22,15 @@ from course_lib import play  # noqa: E402
 PAGE = ROOT / "assets" / "play_recorded_games.html"
 EXECUTED = ROOT / "executed" / "cpu" / "10_evaluation_and_plots.ipynb"
 RESULTS = {"You win!": "win", "a draw.": "draw", "you lose.": "loss"}  # the environment's last words
-# The run executed/cpu/ holds now: change it before storing the game of a newer published run.
-RUN = "the course's cpu run of 2026-11-27 (the 83-minute `make course`, published in executed/cpu/ on 2026-11-28)"
 SPEAKERS = {"[environment, to the model]": "user", "[model]": "assistant"}  # play.transcript's labels
 
 
 def widget_game_from_executed() -> dict:
     """The conversation notebook 10's play widget showed in its saved cpu run, back as chat messages."""
     notebook = json.loads(EXECUTED.read_text())
+    note = "".join(notebook["cells"][0]["source"])  # publish_results' executed-copy note: when the copy ran
+    ran = re.search(r"on (\d{4}-\d{2}-\d{2} \d{2}:\d{2}) UTC", note)
+    assert ran, f"no run time in the executed-copy note of {EXECUTED.name}: publish it with course_lib.publish_results"
     states = notebook["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"].values()
     logs = [s["state"]["value"] for s in states if s["state"].get("description") == "messages"]
     assert len(logs) == 1, f"expected one saved 'messages' box in {EXECUTED.name}, found {len(logs)}"
@@ -38,9 +39,9 @@ def widget_game_from_executed() -> dict:
     ending = play.game_result(messages)
     result = next((r for words, r in RESULTS.items() if words in ending), "unfinished")
     return {
-        "about": f"Notebook 10's play widget in {RUN}: a scripted "
-        "human clicking random empty cells (play.random_human(seed=0)) as O against the course's GRPO model as "
-        "X, the model's answers sampled as in evaluation. The conversation as the widget showed it; the system "
+        "about": f"Notebook 10's play widget in the course's published cpu run (notebook 10 ran {ran.group(1)} UTC): "
+        "a scripted human clicking random empty cells (play.random_human(seed=0)) as O against the course's GRPO "
+        "model as X, the model's answers sampled as in evaluation. The conversation as the widget showed it; the system "
         "prompt (notebook 05) is left out.",
         "model": "grpo final (outputs/cpu/grpo/final)",
         "opponent": "a scripted human clicking random empty cells",
