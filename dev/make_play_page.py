@@ -41,8 +41,8 @@ def widget_game_from_executed() -> dict:
     return {
         "about": f"Notebook 10's play widget in the course's published cpu run (notebook 10 ran {ran.group(1)} UTC): "
         "a scripted human clicking random empty cells (play.random_human(seed=0)) as O against the course's GRPO "
-        "model as X, the model's answers sampled as in evaluation. The conversation as the widget showed it; the system "
-        "prompt (notebook 05) is left out.",
+        "model as X, the model's answers sampled as in evaluation. The conversation as the widget showed it; the "
+        "system prompt (notebook 05) is left out.",
         "model": "grpo final (outputs/cpu/grpo/final)",
         "opponent": "a scripted human clicking random empty cells",
         "result": result,
