@@ -15,7 +15,7 @@ import pytest
 from course_lib.rewards import reward_functions
 from course_lib.scripted_client import ScriptedClient, scripted_answer
 from tictactoe import SYSTEM_PROMPT, load_environment
-from tictactoe.game import WIN_LINES, best_moves, legal_moves, read_board, render, winning_cells
+from tictactoe.game import best_moves, completed_lines, legal_moves, read_board, render, winning_cells
 from tictactoe.moves import cell_score, kind_of, position_rows
 from tictactoe.moves import load_environment as load_move_environment
 
@@ -193,10 +193,7 @@ def test_only_the_true_reason_the_position_needs_earns_the_needed_claim(env, kin
     position = board(row["info"]["board"])
     player = "X" if kind == "win" else "O"  # whose line the cell completes
     needed = winning_cells(position, player)[0]
-    line = next(
-        line for line in WIN_LINES if needed in line and all(position[i] == player for i in line if i != needed)
-    )
-    written = "-".join(map(str, line))
+    written = completed_lines(position, player, needed)[0]  # "0-4-8"
     reason = (
         f"Cell {needed} completes my line {written}, so I win now."
         if kind == "win"
@@ -221,8 +218,8 @@ def test_blocking_where_x_can_win_is_a_true_claim_but_not_the_needed_one(env):
     )
     position = board(row["info"]["board"])
     block = winning_cells(position, "O")[0]
-    line = next(line for line in WIN_LINES if block in line and all(position[i] == "O" for i in line if i != block))
-    answer = f"<think>O threatens {'-'.join(map(str, line))}; I block at cell {block}.</think>\n<move>{block}</move>"
+    line = completed_lines(position, "O", block)[0]
+    answer = f"<think>O threatens {line}; I block at cell {block}.</think>\n<move>{block}</move>"
     scores = rollout_reward(env, row, answer)
     assert scores["false_claim"] == 0.0 and scores["needed_claim"] == 0.0
 
