@@ -13,6 +13,7 @@ and later notebooks compare against these numbers with the same seed.
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -330,13 +331,17 @@ def weights_fingerprint(model: str) -> str:
     return ";".join(f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files) or model
 
 
-def evaluation_key(profile, model: str, opponent: str, games: int, seed: int, max_turns: int) -> dict:
+def evaluation_key(
+    profile, model: str, opponent: str, games: int, seed: int, max_turns: int, answer_format: str = "think"
+) -> dict:
     """What decides an evaluation's games: the weights, the opponent, the games, the turn and token caps,
-    and the precision a CPU generates in."""
+    the answer format asked for, and the precision a CPU generates in."""
     from course_lib.local_model import generation_dtype
 
     model = str(Path(model).resolve()) if Path(model).exists() else model
+    asked = {} if answer_format == "think" else {"answer_format": answer_format}  # the default keeps older keys
     return {
+        **asked,
         "model": model,
         "weights": weights_fingerprint(model),
         "opponent": opponent,
@@ -366,6 +371,7 @@ async def evaluate_model(
     max_turns: int = MAX_TURNS,
     llm=None,
     load=load_environment,
+    answer_format: str = "think",
 ) -> EvalResult:
     """`model` (a checkpoint folder, or the profile's model from `resolve_model`) as `player` in
     `games` games per opponent. Each opponent's games are played once per weights and budget and
@@ -373,9 +379,15 @@ async def evaluate_model(
     later one, gets the stored games instead of replaying them (same seed, so the same games).
     `llm`: an already started model to play with; otherwise one is started if anything is missing.
     `load`: the course's load_environment, or the learner's when it plays the same games
-    (`exercises_tictactoe.yours_or_reference` checks it): the stored games do not say which played them."""
+    (`exercises_tictactoe.yours_or_reference` checks it): the stored games do not say which played them.
+    `answer_format`: what the environment asks each turn ("think" or "move", see tictactoe.ANSWER_FORMATS)."""
     check_games_and_opponents(games, opponents)
-    keys = {opponent: evaluation_key(profile, model, opponent, games, seed, max_turns) for opponent in opponents}
+    if answer_format != "think":
+        load = functools.partial(load, answer_format=answer_format)
+    keys = {
+        opponent: evaluation_key(profile, model, opponent, games, seed, max_turns, answer_format)
+        for opponent in opponents
+    }
     folders = {opponent: stored_evaluation(profile, key) for opponent, key in keys.items()}
     missing = [opponent for opponent, folder in folders.items() if not (folder / "games.csv").is_file()]
     if missing:

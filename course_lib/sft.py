@@ -189,6 +189,23 @@ def load_dataset(directory: Path = DATA_DIR):
     raise ValueError(f"{path}: datasets cannot read it ({error}). {fix}")
 
 
+def in_answer_format(games, answer_format: str):
+    """The same games with answers in another of the environment's formats (`tictactoe.ANSWER_FORMATS`):
+    its system prompt, and for "move" every answer without its <think>...</think> (same moves, same games)."""
+    from tictactoe import system_prompt
+
+    def convert(game):
+        messages = [dict(m) for m in game["messages"]]
+        messages[0]["content"] = system_prompt(answer_format)
+        if answer_format == "move":
+            for message in messages:
+                if message["role"] == "assistant":
+                    message["content"] = message["content"][message["content"].rfind("<move>") :]
+        return {"messages": messages}
+
+    return games.map(convert)
+
+
 def dataset_meta(teacher: str, outputs: list[dict], rows: list[dict], dropped: dict, seed: int = TEACHER_SEED) -> dict:
     """What data/README.md's data card reports, stored next to the games."""
     return {

@@ -12,6 +12,13 @@ optimal opponent and wins against the random one, exact McNemar on the paired ga
 model plays better if one rises by 8 points or more with p < 0.01 and neither falls with p < 0.05
 (`evaluation.plays_better`). Earlier confirmations decided on games with an invalid answer (both
 opponents pooled, fewer and p < 0.01): the table prints that row too.
+
+`--start-games` pairs with a start model's stored games instead of playing it (the `games.csv` of an earlier
+confirmation on the same seed and number of games: its "start" rows), and `--answer-format move` plays the
+trained model in the environment that asks for the move alone (the start model keeps its own format):
+
+    python dev/confirm_on_fresh_games.py --start-games data/grpo_moves_cpu/confirm_kl/games.csv \
+        --trained outputs/cpu/every_cell/RUN/final --answer-format move --seed 5 --games 300 --out OUT
 """
 
 import argparse
@@ -20,28 +27,36 @@ from pathlib import Path
 
 import pandas as pd
 
-from course_lib.evaluation import EvalResult, evaluate_model, paired_comparison, plays_better
+from course_lib.evaluation import EvalResult, evaluate_model, paired_comparison, plays_better, summarize
 from course_lib.profiles import get_profile
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--start", required=True, help="the start model's checkpoint")
+    start = parser.add_mutually_exclusive_group(required=True)
+    start.add_argument("--start", help="the start model's checkpoint")
+    start.add_argument("--start-games", type=Path, help="a games.csv with the start model's games (player 'start')")
     parser.add_argument("--trained", required=True, help="the trained model's checkpoint")
     parser.add_argument("--seed", type=int, required=True, help="an evaluation seed the sweep did not use (it used 0)")
     parser.add_argument("--games", type=int, default=100, help="games per opponent")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--profile", default="cpu")
+    parser.add_argument("--answer-format", default="think", help="what the environment asks the trained model for")
     args = parser.parse_args()
 
     profile = get_profile(args.profile)
     args.out.mkdir(parents=True, exist_ok=True)
-    played = EvalResult.concat(
-        [
-            asyncio.run(evaluate_model(profile, args.start, "start", args.games, seed=args.seed)),
-            asyncio.run(evaluate_model(profile, args.trained, "after GRPO", args.games, seed=args.seed)),
-        ]
-    )
+    if args.start_games is not None:
+        stored = pd.read_csv(args.start_games)
+        stored = stored[stored["player"] == "start"]
+        if len(stored) != 2 * args.games:
+            raise SystemExit(f"{args.start_games} has {len(stored)} start games, not {args.games} per opponent")
+        started = EvalResult(summary=summarize(stored), games=stored, transcripts=[])
+    else:
+        started = asyncio.run(evaluate_model(profile, args.start, "start", args.games, seed=args.seed))
+    answers = {"answer_format": args.answer_format}
+    trained = asyncio.run(evaluate_model(profile, args.trained, "after GRPO", args.games, seed=args.seed, **answers))
+    played = EvalResult.concat([started, trained])
     played.games.to_csv(args.out / "games.csv", index=False)
     played.summary.to_csv(args.out / "summary.csv", index=False)
     outcomes = ("win", "loss", "non-loss", "invalid answer")

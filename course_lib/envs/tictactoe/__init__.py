@@ -68,17 +68,37 @@ from .game import is_full, is_over, opponent_move, render, winner
 MODEL, OPPONENT = "X", "O"
 MAX_TURNS = 6  # answers per game: 5 moves finish any game, one or two spare for invalid answers
 
-SYSTEM_PROMPT = f"""You are playing tic-tac-toe as X against an opponent who plays O.
+RULES = f"""You are playing tic-tac-toe as X against an opponent who plays O.
 The cells are numbered 0 to 8, row by row:
 
 {render([None] * 9)}
 
 An empty cell shows its number; a taken cell shows X or O. Three in a row, column or
-diagonal wins. On your turn, you may think briefly inside <think>...</think>, then give the
+diagonal wins."""
+
+# What the model writes each turn is the environment's choice too (`load_environment(answer_format=...)`):
+# "think", a short reason then the move (the course's default, the original's format), or "move", the move
+# alone: about 8 tokens an answer instead of about 45, and the policy over cells is the one token after <move>.
+ANSWER_FORMATS = {
+    "think": """On your turn, you may think briefly inside <think>...</think>, then give the
 number of an empty cell inside <move>...</move>, and nothing else. For example:
 
 <think>The centre is free and lies on four lines.</think>
-<move>4</move>"""
+<move>4</move>""",
+    "move": """On your turn, give the number of an empty cell inside <move>...</move>, and
+nothing else. For example:
+
+<move>4</move>""",
+}
+
+
+def system_prompt(answer_format: str = "think") -> str:
+    if answer_format not in ANSWER_FORMATS:
+        raise ValueError(f"answer_format must be one of {list(ANSWER_FORMATS)}, got {answer_format!r}")
+    return f"{RULES} {ANSWER_FORMATS[answer_format]}"
+
+
+SYSTEM_PROMPT = system_prompt("think")
 
 GAME_STATE_COLUMNS = [
     "board",
@@ -409,10 +429,13 @@ def load_environment(
     num_groups: int = 10,
     max_turns: int = MAX_TURNS,
     seed: int = 0,
+    answer_format: str = "think",
     **kwargs,
 ) -> TicTacToeEnv:
     """The tic-tac-toe environment. `max_turns` caps the model's answers (each answer costs up to
-    max_tokens): a game needs at most 5, so MAX_TURNS leaves one or two retries after invalid answers."""
+    max_tokens): a game needs at most 5, so MAX_TURNS leaves one or two retries after invalid answers.
+    `answer_format`: what the system prompt asks for each turn, "think" (a short reason, then the move)
+    or "move" (the move alone); the parser and the rewards are the same for both."""
     settings = dict(
         seed=seed,
         min_random_move_prob=min_random_move_prob,
@@ -425,7 +448,7 @@ def load_environment(
     return TicTacToeEnv(
         dataset=Dataset.from_list(train) if train else None,
         eval_dataset=Dataset.from_list(evaluation) if evaluation else None,
-        system_prompt=SYSTEM_PROMPT,
+        system_prompt=system_prompt(answer_format),
         parser=parser,
         rubric=make_rubric(parser),
         max_turns=max_turns,
@@ -433,6 +456,7 @@ def load_environment(
             "num_train_examples": num_train_examples,
             "num_eval_examples": num_eval_examples,
             "max_turns": max_turns,
+            "answer_format": answer_format,
             **settings,
         },
         **kwargs,

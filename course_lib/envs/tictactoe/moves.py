@@ -146,6 +146,13 @@ REWARD_WEIGHTS = {move_reward: 1.0, format_reward: 0.2, invalid_move: -0.1}
 METRICS = [optimal, legal]
 
 
+def answer_reward(answer: str, info: dict, weights: dict = REWARD_WEIGHTS) -> float:
+    """What the rubric (with these weights) pays for `answer` at the position `info`, without a rollout: a
+    trainer that scores every cell at once asks this for each (course_lib/every_cell.py)."""
+    completion, parser = [{"role": "assistant", "content": answer}], MoveParser()
+    return sum(weight * func(completion=completion, info=info, parser=parser) for func, weight in weights.items())
+
+
 def load_environment(
     games: list[list[dict]], kinds=KINDS, false_claim_penalty: float = 0.0, needed_claim_bonus: float = 0.0, **kwargs
 ) -> vf.SingleTurnEnv:

@@ -1,0 +1,122 @@
+"""Every cell scored (course_lib/every_cell.py): the cell tokens, the shared prefix against each prompt run
+whole (values and gradients), the rewards from the rubric, and a step that makes the best cell more likely.
+A tiny randomly initialised model with the embedded model's tokenizer and chat template: seconds, no download."""
+
+import pytest
+import torch
+
+from course_lib import every_cell
+from course_lib.models import resolve_model
+from course_lib.profiles import get_profile
+from tictactoe import first_user_message, system_prompt
+from tictactoe.moves import answer_reward
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(resolve_model(get_profile("smoke")))
+
+
+@pytest.fixture()
+def tiny_model(tokenizer):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(resolve_model(get_profile("smoke")))
+    config.update(
+        dict(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+        )
+    )
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(config)
+
+
+def position(board_text: str, answer_format: str = "move") -> list[dict]:
+    board = [None if ch == "." else ch for ch in board_text]
+    return [
+        {"role": "system", "content": system_prompt(answer_format)},
+        {"role": "user", "content": first_user_message(board, model_starts=board.count("O") == board.count("X"))},
+    ]
+
+
+def test_each_cell_is_one_token_after_move(tokenizer):
+    tokens = every_cell.cell_tokens(tokenizer)
+    assert len(set(tokens)) == 9
+    ids = every_cell.render(tokenizer, position("........."))
+    for cell, token in enumerate(tokens):
+        text = tokenizer.decode(ids) + str(cell)
+        assert tokenizer(text, add_special_tokens=False)["input_ids"] == ids + [token]
+
+
+def test_shared_prefix_gives_the_same_log_probs_and_gradients(tokenizer, tiny_model):
+    """Catches: a cache whose rows do not all see the prefix, padding read as tokens, a gradient that stops
+    at the shared keys and values (the prefix's weights would then get none)."""
+    sequences = [every_cell.render(tokenizer, position(b)) for b in ("O........", "X...O....", "XO..O.X..")]
+    sequences.append(sequences[0] + tokenizer("\nmore text", add_special_tokens=False)["input_ids"])
+    cells = every_cell.cell_tokens(tokenizer)
+    assert every_cell.common_prefix(sequences) > 100  # the system prompt at least
+    results = []
+    for share in (True, False):
+        tiny_model.zero_grad()
+        log_probs = every_cell.cell_log_probs(tiny_model, sequences, cells, share_prefix=share)
+        (log_probs.exp() * torch.arange(10.0)).sum().backward()
+        grads = [p.grad.clone() for p in tiny_model.parameters() if p.grad is not None]
+        results.append((log_probs.detach(), grads))
+    (shared, shared_grads), (whole, whole_grads) = results
+    assert torch.allclose(shared, whole, atol=1e-5)
+    assert len(shared_grads) == len(whole_grads)
+    for a, b in zip(shared_grads, whole_grads):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_log_probs_cover_every_action(tokenizer, tiny_model):
+    sequences = [every_cell.render(tokenizer, position("O........"))]
+    log_probs = every_cell.cell_log_probs(tiny_model, sequences, every_cell.cell_tokens(tokenizer))
+    assert log_probs.shape == (1, 10)
+    assert torch.allclose(log_probs.exp().sum(), torch.tensor(1.0), atol=1e-4)
+
+
+def test_action_rewards_are_the_rubrics():
+    info = {"board": "OO.XX....", "kind": "win"}  # X wins at 5; O threatens 2
+    rewards = every_cell.action_rewards(info)
+    assert rewards[5] == pytest.approx(1.2)  # optimal, well formed
+    assert rewards[0] == pytest.approx(0.1)  # taken: well formed, invalid
+    assert rewards[2] == pytest.approx(0.7)  # blocks: a slower win, the outcome kept
+    assert rewards[6] == pytest.approx(0.2)  # legal, but O wins at 2 next
+    assert rewards[9] == pytest.approx(-0.1)  # no cell at all
+    assert rewards[5] == answer_reward("<move>5</move>", info)
+
+
+def test_expected_reward_is_the_probability_weighted_reward():
+    log_probs = torch.log(torch.tensor([[0.5, 0.25, 0.25]]))
+    assert float(every_cell.expected_reward(log_probs, torch.tensor([[1.0, 0.0, 2.0]]))) == pytest.approx(1.0)
+
+
+def test_a_step_makes_the_best_cell_more_likely(tokenizer, tiny_model):
+    """Catches: the loss's sign, rewards paired with the wrong cells."""
+    sequences = [every_cell.render(tokenizer, position("OO.XX...."))]
+    cells = every_cell.cell_tokens(tokenizer)
+    rewards = torch.tensor([every_cell.action_rewards({"board": "OO.XX....", "kind": "win"})])
+    optimizer = torch.optim.SGD(tiny_model.parameters(), lr=1.0)
+    before = every_cell.cell_log_probs(tiny_model, sequences, cells).detach().exp()[0, 5]
+    for _ in range(3):
+        optimizer.zero_grad()
+        (-every_cell.expected_reward(every_cell.cell_log_probs(tiny_model, sequences, cells), rewards)).backward()
+        optimizer.step()
+    after = every_cell.cell_log_probs(tiny_model, sequences, cells).detach().exp()[0, 5]
+    assert after > before
+
+
+def test_play_and_learn_plays_whole_games_and_logs_each_step(tokenizer, tiny_model):
+    optimizer = torch.optim.AdamW(tiny_model.parameters(), lr=1e-3)
+    log = every_cell.play_and_learn(tiny_model, tokenizer, optimizer, games=4, games_at_once=4, seed=3)
+    assert log.rows and all(row["positions"] >= 1 for row in log.rows)
+    assert log.rows[0]["positions"] == 4  # every game's first turn in one step
+    assert {"score", "optimal", "score_block", "expected_reward"} <= set(log.rows[0])
