@@ -37,6 +37,30 @@ from course_lib.profiles import PROFILE_VARIABLE, detect_hardware, get_profile
 ROOT = Path(__file__).resolve().parent.parent
 ENVS = ROOT / "course_lib" / "envs"
 MARKER = ROOT / "outputs" / ".colab-install-done"
+# Where the course lives: every notebook's first cell clones it on Colab, and the README's Colab links open it.
+# A fork: `python -m course_lib.bootstrap --repo https://github.com/OWNER/NAME` writes its address into both.
+COURSE_REPO = "https://github.com/llm-rl-course/llm-rl-environments"
+FIRST_CELL = """\
+# Set up the course: on Colab, fetch it and install what this runtime needs (once, a few minutes);
+# everywhere, print the profile chosen for this machine and why (course_lib/bootstrap.py).
+import os, subprocess, sys
+if "google.colab" in sys.modules:
+    repo = os.environ.get("COURSE_REPO", "{repo}")
+    if not os.path.isdir("/content/course/course_lib"):  # not fetched yet, nor uploaded there
+        clone = subprocess.run(["git", "clone", "-q", repo, "/content/course"], capture_output=True, text=True)
+        if clone.returncode:
+            raise SystemExit(
+                f"Could not fetch the course from {{repo}}:\\n{{clone.stderr.strip()}}\\nFor a fork or a copy: "
+                "%env COURSE_REPO=<its git address>, or upload the course to /content/course; then run this cell again."
+            )
+    sys.path.insert(0, "/content/course")
+from course_lib.bootstrap import setup
+setup()"""
+
+
+def first_cell(repo: str = COURSE_REPO) -> str:
+    """The source of every notebook's first cell, cloning `repo` on Colab."""
+    return FIRST_CELL.format(repo=repo)
 
 
 def setup() -> None:
@@ -149,3 +173,29 @@ def nvidia_capability() -> tuple[int, int] | None:
 def restart() -> None:
     """Colab starts a fresh kernel when the old one dies: the usual way to restart it from code."""
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def point_at(repo: str, root: Path = ROOT) -> None:
+    """Write `repo` into every notebook's first code cell and the README's Colab links (a fork's one command)."""
+    import json
+    import re
+
+    repo = repo.removesuffix(".git").rstrip("/")
+    owner_name = re.fullmatch(r"https://github\.com/([^/]+/[^/]+)", repo)
+    for path in sorted((root / "notebooks").glob("*.ipynb")):
+        notebook = json.loads(path.read_text())
+        notebook["cells"][1]["source"] = first_cell(repo).splitlines(keepends=True)  # after the opening text
+        path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+    if owner_name:  # Colab opens notebooks from GitHub only
+        readme = root / "README.md"
+        old = COURSE_REPO.removeprefix("https://github.com/")
+        readme.write_text(readme.read_text().replace(f"github/{old}/", f"github/{owner_name[1]}/"))
+    print(f"The notebooks now clone {repo}" + ("; the README's Colab links open it." if owner_name else "."))
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=point_at.__doc__)
+    parser.add_argument("--repo", required=True, help="the course's git address, e.g. https://github.com/OWNER/NAME")
+    point_at(parser.parse_args().repo)

@@ -29,6 +29,7 @@ row (checked against running each prompt whole in tests/test_every_cell.py); LoR
 - `play_and_learn(...)`: the training loop; `score_positions(...)`: a held-out score, no gradient.
 """
 
+import contextlib
 import random
 import time
 from dataclasses import dataclass, field
@@ -64,48 +65,68 @@ def render(tokenizer, messages: list[dict], answer_prefix: str = MOVE_TAG) -> li
     return tokenizer(text + answer_prefix, add_special_tokens=False)["input_ids"]
 
 
-def common_prefix(sequences: list[list[int]]) -> int:
-    """How many leading tokens every sequence shares (at least one token is left to each)."""
-    shortest = min(map(len, sequences))
-    for i in range(shortest - 1):
+def common_prefix(sequences: list[list[int]], limit: int | None = None) -> int:
+    """How many leading tokens every sequence shares, at most `limit` (and at least one token is left to each)."""
+    shortest = min(min(map(len, sequences)) - 1, limit if limit is not None else len(sequences[0]))
+    for i in range(shortest):
         if any(seq[i] != sequences[0][i] for seq in sequences):
             return i
-    return shortest - 1
+    return shortest
 
 
-def cell_log_probs(model, sequences: list[list[int]], cells: list[int], share_prefix: bool = True):
-    """log pi(token | sequence) at the end of each sequence, for each token of `cells` and, last, for all
-    other tokens together: a (rows, len(cells) + 1) tensor that keeps its graph.
-
-    With `share_prefix`, the tokens every sequence starts with (the system prompt) run once and their keys and
-    values, still attached to the graph, serve every row, so the gradient through them sums over the rows as
-    if each had run them; the rest of each sequence runs right-padded after them."""
+def final_hidden_states(model, sequences: list[list[int]], shared: int):
+    """The last layer's normed hidden state at every token of each sequence after its first `shared` tokens
+    (rows, width, hidden), right-padded, and the model's output head. The first `shared` tokens, the same in
+    every sequence, run once: their keys and values, still attached to the graph, serve every row, so the
+    gradient through them sums over the rows as if each had run them. The one place that reaches past
+    `model(...)`: a causal LM's backbone (`.model`) and head (`.lm_head`), as in Llama and LFM2, so that only
+    the positions a loss reads go through the vocabulary-wide head."""
     from transformers import DynamicCache
 
-    device = next(model.parameters()).device
-    shared = common_prefix(sequences) if share_prefix and len(sequences) > 1 else 0
+    causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model  # under a LoRA wrapper
+    backbone, head = causal_lm.model, causal_lm.lm_head
+    device = head.weight.device
     rows, width = len(sequences), max(map(len, sequences)) - shared
     ids = torch.zeros(rows, width, dtype=torch.long, device=device)
     mask = torch.zeros(rows, width, dtype=torch.long, device=device)
     for row, seq in enumerate(sequences):
         ids[row, : len(seq) - shared] = torch.tensor(seq[shared:], device=device)
         mask[row, : len(seq) - shared] = 1
-    last = mask.sum(1) - 1  # each row's last real token: the one after which the cell is written
-    kept = sorted(set(last.tolist()))
     kwargs = {}
     if shared:
-        head = model(input_ids=ids.new_tensor(sequences[0][:shared])[None], use_cache=True, logits_to_keep=1)
+        prefix = backbone(input_ids=ids.new_tensor(sequences[0][:shared])[None], use_cache=True)
         cache = DynamicCache()
-        for index, layer in enumerate(head.past_key_values.layers):
+        for index, layer in enumerate(prefix.past_key_values.layers):
             cache.update(layer.keys.expand(rows, -1, -1, -1), layer.values.expand(rows, -1, -1, -1), index)
         mask = torch.cat([mask.new_ones(rows, shared), mask], dim=1)
         kwargs = {"past_key_values": cache, "use_cache": True}
-    logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=torch.tensor(kept, device=device), **kwargs)
-    at_last = logits.logits[torch.arange(rows, device=device), last.new_tensor([kept.index(p) for p in last.tolist()])]
-    log_probs = torch.log_softmax(at_last.float(), dim=-1)
+    return backbone(input_ids=ids, attention_mask=mask, **kwargs).last_hidden_state, head
+
+
+def cell_log_probs(model, sequences: list[list[int]], cells: list[int], answers_from=None, share_prefix=True):
+    """log pi(token | sequence) at the end of each sequence, for each token of `cells` and, last, for all
+    other tokens together: a (rows, len(cells) + 1) tensor that keeps its graph. With `answers_from` (the
+    index where each sequence's sampled answer starts), also each row's log-probability of those answer tokens.
+
+    With `share_prefix`, the tokens every sequence starts with (the system prompt) run once for all rows
+    (`final_hidden_states`); the result is the same as running each sequence whole (tests/test_every_cell.py)."""
+    limit = None if answers_from is None else min(answers_from) - 1  # the answers' logits must be computed
+    shared = common_prefix(sequences, limit) if share_prefix and len(sequences) > 1 else 0
+    hidden, head = final_hidden_states(model, sequences, shared)
+    rows = torch.arange(len(sequences), device=hidden.device)
+    last = torch.tensor([len(seq) - 1 - shared for seq in sequences], device=hidden.device)
+    log_probs = torch.log_softmax(head(hidden[rows, last]).float(), dim=-1)
     chosen = log_probs[:, cells]
     other = torch.log1p(-chosen.exp().sum(-1).clamp(max=1 - 1e-6))
-    return torch.cat([chosen, other[:, None]], dim=1)
+    at_cells = torch.cat([chosen, other[:, None]], dim=1)
+    if answers_from is None:
+        return at_cells
+    answers = []
+    for row, (seq, first) in enumerate(zip(sequences, answers_from)):
+        reading = torch.arange(first - 1, len(seq) - 1, device=hidden.device) - shared  # each predicts the next
+        token_log_probs = torch.log_softmax(head(hidden[row, reading]).float(), dim=-1)
+        answers.append(token_log_probs.gather(1, torch.tensor(seq[first:], device=hidden.device)[:, None]).sum())
+    return at_cells, torch.stack(answers)
 
 
 def expected_reward(log_probs: torch.Tensor, rewards: torch.Tensor) -> torch.Tensor:
@@ -184,6 +205,39 @@ def training_games(games: int, seed: int, answer_format: str = "move"):
     return envs[0], rows  # one env serves both: the opponent's skill is each row's
 
 
+def sample_reasonings(model, tokenizer, prompts: list[list[int]], max_tokens: int, seed: int) -> list[list[int]]:
+    """One sampled reasoning per prompt, as token ids up to and including `<move>` (the policy writes it; one
+    that runs out of tokens first gets "</think>" and `<move>` appended, so its cells are still scored)."""
+    torch.manual_seed(seed)
+    width = max(map(len, prompts))
+    ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(p)) + p for p in prompts])  # left-padded
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    with torch.no_grad():
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=max_tokens,
+            do_sample=True,
+            temperature=1.0,
+            top_p=1.0,
+            stop_strings=[MOVE_TAG],
+            tokenizer=tokenizer,
+        )
+    close_ids = tokenizer(f"</think>\n{MOVE_TAG}", add_special_tokens=False)["input_ids"]
+    reasonings = []
+    for row in out[:, width:].tolist():
+        text = tokenizer.decode(row)
+        if MOVE_TAG in text:  # cut right after the first <move>: ids, so the sampled tokens are kept exactly
+            for end in range(1, len(row) + 1):
+                if tokenizer.decode(row[:end]).count(MOVE_TAG):
+                    break
+            reasonings.append(row[:end])
+        else:
+            kept = [t for t in row if t not in (tokenizer.pad_token_id, tokenizer.eos_token_id)]
+            reasonings.append(kept + close_ids)
+    return reasonings
+
+
 def play_and_learn(
     model,
     tokenizer,
@@ -193,45 +247,90 @@ def play_and_learn(
     seed: int,
     minutes: float | None = None,
     answer_format: str = "move",
+    reasonings: int = 2,
+    max_reasoning_tokens: int = 56,
+    micro_batch: int = 8,
+    autocast=contextlib.nullcontext,
     log: Log | None = None,
     on_step=None,
 ) -> Log:
-    """Play `games` full games (half against each opponent), `games_at_once` in lockstep; after each turn
-    of them, one optimizer step maximising the expected reward of the positions of that turn; then
-    every game goes on with a cell drawn from the policy. Stops early after `minutes` of training."""
+    """Play up to `games` full games (half against each opponent), `games_at_once` in lockstep (a finished
+    game's place goes to the next); after each turn of them, one optimizer step maximising the expected
+    reward of the positions just seen; then every game goes on with a cell drawn from the policy. Stops
+    after `minutes` of playing and learning (`on_step`'s work not counted). Each step's forward and backward
+    run `micro_batch` sequences at a time.
+
+    `answer_format="think"` keeps the reasoning: per position, `reasonings` sampled reasonings, every cell
+    scored after each. The loss adds sampled GRPO on the reasonings, whose reward is their exact expected
+    reward (advantage: minus the mean of the position's reasonings); the game goes on with the first."""
     env, rows = training_games(games, seed, answer_format)
     cells, log, rng = cell_tokens(tokenizer), log or Log(), random.Random(seed)
-    trained = 0.0  # seconds of playing and learning (not of on_step's work)
-    for first in range(0, len(rows), games_at_once):
-        batch = run_coroutine(start_games(env, rows[first : first + games_at_once]))
-        while playing := [game for game in batch if not game.done]:
-            if minutes is not None and trained > 60 * minutes:
-                return log
-            step_start = time.monotonic()
-            infos = [position_info(game) for game in playing]
-            rewards = torch.tensor([action_rewards(info) for info in infos])
-            model.train()
-            log_probs = cell_log_probs(model, [render(tokenizer, game.messages) for game in playing], cells)
-            loss = -expected_reward(log_probs, rewards)
-            optimizer.zero_grad()
+    think = answer_format == "think"
+    waiting, playing, trained = list(rows), [], 0.0  # trained: seconds of playing and learning
+    while True:
+        playing = [game for game in playing if not game.done]
+        if waiting and len(playing) < games_at_once:
+            new, waiting = waiting[: games_at_once - len(playing)], waiting[games_at_once - len(playing) :]
+            playing += run_coroutine(start_games(env, new))
+        if not playing or (minutes is not None and trained > 60 * minutes):
+            return log
+        step_start = time.monotonic()
+        infos = [position_info(game) for game in playing]
+        prompts = [render(tokenizer, game.messages, answer_prefix="" if think else MOVE_TAG) for game in playing]
+        if think:
+            copies = [prompt for prompt in prompts for _ in range(reasonings)]
+            model.eval()
+            with autocast():
+                sampled = sample_reasonings(model, tokenizer, copies, max_reasoning_tokens, rng.randrange(2**31))
+            sequences = [prompt + reasoning for prompt, reasoning in zip(copies, sampled)]
+            rewards = torch.tensor([action_rewards(info) for info in infos for _ in range(reasonings)])
+        else:
+            sequences, rewards = prompts, torch.tensor([action_rewards(info) for info in infos])
+        # Micro-batches of positions of about the same length (a position's reasonings together): padding to
+        # the longest row of a step would cost every row the longest history's tokens.
+        per_position = reasonings if think else 1
+        order = sorted(range(len(playing)), key=lambda i: len(sequences[i * per_position]))
+        chunk = max(1, micro_batch // per_position)
+        probs = torch.empty(len(sequences), len(cells) + 1)
+        expected = torch.empty(len(sequences))
+        model.train()
+        optimizer.zero_grad()
+        for start in range(0, len(order), chunk):
+            rows = [i * per_position + j for i in order[start : start + chunk] for j in range(per_position)]
+            part = [sequences[r] for r in rows]
+            with autocast():
+                if think:
+                    starts = [len(copies[r]) for r in rows]
+                    log_probs, reasoning_log_probs = cell_log_probs(model, part, cells, starts)
+                else:
+                    log_probs = cell_log_probs(model, part, cells)
+                loss = -expected_reward(log_probs, rewards[rows]) * len(rows) / len(sequences)  # a part of the step's
+                per_sequence = (log_probs.exp() * rewards[rows]).sum(dim=-1)
+                if think:  # a reasoning's reward is its expected reward; advantage: minus its position's mean
+                    by_position = per_sequence.detach().view(-1, per_position)
+                    advantage = (by_position - by_position.mean(dim=1, keepdim=True)).flatten()
+                    lengths = torch.tensor([len(sampled[r]) for r in rows], dtype=torch.float)
+                    loss = loss - (advantage * reasoning_log_probs / lengths).sum() / len(sequences)
             loss.backward()
-            optimizer.step()
-            probs = log_probs.detach().exp()
-            draws = torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(rng.randrange(2**31)))
-            for game, action in zip(playing, draws[:, 0].tolist()):
-                run_coroutine(answer(env, game, f"{MOVE_TAG}{action}</move>" if action < 9 else NO_MOVE))
-            seconds = time.monotonic() - step_start
-            trained += seconds
-            log.add(
-                step=len(log.rows) + 1,
-                seconds=seconds,
-                positions=len(playing),
-                expected_reward=-loss.item(),
-                **position_scores(infos, probs),
-            )
-            if on_step is not None:
-                on_step(log)
-    return log
+            probs[rows], expected[rows] = log_probs.detach().exp().float(), per_sequence.detach().float()
+        optimizer.step()
+        first = probs[::reasonings] if think else probs  # the game goes on with its first reasoning
+        draws = torch.multinomial(first, 1, generator=torch.Generator().manual_seed(rng.randrange(2**31)))
+        for i, (game, action) in enumerate(zip(playing, draws[:, 0].tolist())):
+            said = tokenizer.decode(sampled[i * reasonings]) if think else MOVE_TAG
+            said = said[: said.rfind(MOVE_TAG)]
+            run_coroutine(answer(env, game, f"{said}{MOVE_TAG}{action}</move>" if action < 9 else f"{said}{NO_MOVE}"))
+        seconds = time.monotonic() - step_start
+        trained += seconds
+        log.add(
+            step=len(log.rows) + 1,
+            seconds=seconds,
+            positions=len(playing),
+            expected_reward=float(expected.mean()),
+            **position_scores(infos, first),
+        )
+        if on_step is not None:
+            on_step(log)
 
 
 def position_scores(infos: list[dict], probs: torch.Tensor) -> dict:
@@ -296,14 +395,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=main.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True)
     parser.add_argument("--output-dir", type=Path, required=True)
-    parser.add_argument("--answer-format", default="move", choices=["move"])
+    parser.add_argument("--answer-format", default="move", choices=["move", "think"])
+    parser.add_argument("--reasonings", type=int, default=2, help="think: sampled reasonings per position")
     parser.add_argument("--minutes", type=float, default=30.0, help="training time, held-out scoring excluded")
     parser.add_argument("--games", type=int, default=4000, help="training games at most (half per opponent)")
     parser.add_argument("--games-at-once", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=2e-4)
     parser.add_argument("--lora-rank", type=int, default=16, help="0: full fine-tuning")
     parser.add_argument("--score-every", type=int, default=40, help="optimizer steps between held-out scores")
-    parser.add_argument("--held-out", type=int, default=200, help="positions of the expert's games to score")
+    parser.add_argument("--held-out", type=int, default=200, help="move: positions of the expert's games to score")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
@@ -316,7 +416,7 @@ def main() -> None:
         model = get_peft_model(model, lora_config(True, rank=args.lora_rank))
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.learning_rate)
     expert = in_answer_format(load_dataset(), args.answer_format)["messages"]
-    held_out = held_out_positions(list(expert))[: args.held_out]
+    held_out = held_out_positions(list(expert))[: args.held_out] if args.answer_format == "move" else []
 
     def autocast():  # bf16 autocast where the CPU multiplies bfloat16 natively (float32 weights and optimizer)
         return torch.autocast("cpu", dtype=torch.bfloat16) if cpu_bf16() else contextlib.nullcontext()
@@ -324,6 +424,8 @@ def main() -> None:
     scores = []
 
     def score(log):
+        if not held_out:
+            return
         positions = sum(row["positions"] for row in log.rows)
         with autocast():
             scores.append(
@@ -346,19 +448,19 @@ def main() -> None:
 
     log = Log()
     score(log)
-    with autocast():
-        play_and_learn(
-            model,
-            tokenizer,
-            optimizer,
-            args.games,
-            args.games_at_once,
-            args.seed,
-            args.minutes,
-            args.answer_format,
-            log,
-            on_step,
-        )
+    play = dict(answer_format=args.answer_format, reasonings=args.reasonings, autocast=autocast)
+    play_and_learn(
+        model,
+        tokenizer,
+        optimizer,
+        args.games,
+        args.games_at_once,
+        args.seed,
+        args.minutes,
+        log=log,
+        on_step=on_step,
+        **play,
+    )
     score(log)
     pd.DataFrame(log.rows).to_csv(args.output_dir / "steps.csv", index=False)
     pd.DataFrame(scores).to_csv(args.output_dir / "held_out.csv", index=False)

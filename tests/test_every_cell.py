@@ -120,3 +120,36 @@ def test_play_and_learn_plays_whole_games_and_logs_each_step(tokenizer, tiny_mod
     assert log.rows and all(row["positions"] >= 1 for row in log.rows)
     assert log.rows[0]["positions"] == 4  # every game's first turn in one step
     assert {"score", "optimal", "score_block", "expected_reward"} <= set(log.rows[0])
+
+
+def test_answer_log_probs_match_each_sequence_run_whole(tokenizer, tiny_model):
+    """Catches: the shared prefix reaching into an answer (its logits would be missing), answer tokens read one
+    position off."""
+    prompt = every_cell.render(tokenizer, position("O........", "think"), answer_prefix="")
+    answers = [
+        tokenizer("<think>I take the centre.</think>\n<move>", add_special_tokens=False)["input_ids"],
+        tokenizer("<think>I take a corner.</think>\n<move>", add_special_tokens=False)["input_ids"],
+    ]
+    sequences = [prompt + answer for answer in answers]
+    cells = every_cell.cell_tokens(tokenizer)
+    _, shared = every_cell.cell_log_probs(tiny_model, sequences, cells, [len(prompt)] * 2)
+    with torch.no_grad():
+        for sequence, answer, got in zip(sequences, answers, shared):
+            logits = tiny_model(input_ids=torch.tensor([sequence])).logits[0].float().log_softmax(-1)
+            expected = sum(logits[len(prompt) - 1 + i, token] for i, token in enumerate(answer))
+            assert float(got) == pytest.approx(float(expected), abs=1e-4)
+
+
+def test_play_and_learn_keeps_the_reasoning_in_the_think_format(tokenizer, tiny_model):
+    optimizer = torch.optim.AdamW(tiny_model.parameters(), lr=1e-3)
+    log = every_cell.play_and_learn(
+        tiny_model,
+        tokenizer,
+        optimizer,
+        games=2,
+        games_at_once=2,
+        seed=1,
+        answer_format="think",
+        max_reasoning_tokens=8,
+    )
+    assert log.rows[0]["positions"] == 2

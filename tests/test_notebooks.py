@@ -8,15 +8,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-COLAB_BOOTSTRAP = """\
-# Set up the course: on Colab, fetch it and install what this runtime needs (once, a few minutes);
-# everywhere, print the profile chosen for this machine and why (course_lib/bootstrap.py).
-import sys
-if "google.colab" in sys.modules:
-    !git clone -q https://github.com/llm-rl-course/llm-rl-environments /content/course 2>/dev/null
-    sys.path.insert(0, "/content/course")
-from course_lib.bootstrap import setup
-setup()"""
+from course_lib.bootstrap import first_cell
+
+COLAB_BOOTSTRAP = first_cell()  # from course_lib/bootstrap.py: the course's address in one place
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 
 
@@ -95,6 +89,49 @@ def test_second_cell_is_the_same_colab_bootstrap_everywhere(path):
     one that does not say which profile it runs in."""
     cell = json.loads(path.read_text())["cells"][1]
     assert cell["cell_type"] == "code" and "".join(cell["source"]).strip() == COLAB_BOOTSTRAP
+
+
+def run_first_cell_on_colab(tmp_path, repo: str) -> subprocess.CompletedProcess:
+    """The first cell's fetch, as Colab runs it (google.colab imported), up to the import it enables."""
+    fetch = first_cell().split("from course_lib.bootstrap")[0]
+    fake_colab = tmp_path / "google" / "colab"
+    fake_colab.mkdir(parents=True)
+    (fake_colab / "__init__.py").write_text("")
+    (tmp_path / "google" / "__init__.py").write_text("")
+    script = f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import google.colab\n{fetch}"
+    env = {"PATH": "/usr/bin:/bin", "COURSE_REPO": repo, "GIT_TERMINAL_PROMPT": "0"}
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_a_clone_that_fails_says_why_and_how_to_point_at_a_fork(tmp_path):
+    """Catches: git's error hidden (the cell once sent it to /dev/null, and the learner met
+    `ModuleNotFoundError: course_lib` a line later), or no word on how to fetch from elsewhere."""
+    if Path("/content/course/course_lib").is_dir():
+        pytest.skip("this machine has the course at /content/course: the cell would not clone")
+    missing = tmp_path / "no-such-repository"
+    done = run_first_cell_on_colab(tmp_path, str(missing))
+    assert done.returncode != 0
+    assert f"Could not fetch the course from {missing}" in done.stderr
+    assert "does not exist" in done.stderr or "not a git repository" in done.stderr or "fatal" in done.stderr
+    assert "%env COURSE_REPO=" in done.stderr and "upload the course" in done.stderr
+
+
+def test_the_course_address_is_written_from_one_place(tmp_path):
+    """Catches: a notebook or a README link left pointing at the old address after a fork's one command."""
+    import shutil
+
+    from course_lib import bootstrap
+
+    copy = tmp_path / "course"
+    shutil.copytree(Path(bootstrap.ROOT) / "notebooks", copy / "notebooks")
+    shutil.copy(Path(bootstrap.ROOT) / "README.md", copy / "README.md")
+    fork = "https://github.com/someone/my-fork"
+    bootstrap.point_at(fork, root=copy)
+    for path in sorted((copy / "notebooks").glob("*.ipynb")):
+        assert "".join(json.loads(path.read_text())["cells"][1]["source"]) == first_cell(fork)
+    readme = (copy / "README.md").read_text()
+    assert "github/someone/my-fork/blob/main/notebooks/" in readme
+    assert "github/llm-rl-course/llm-rl-environments/blob" not in readme
 
 
 def test_run_notebooks_help_prints_usage_instead_of_running_nothing():
