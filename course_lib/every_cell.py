@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import torch
 
 from course_lib.offline import OfflineClient, run_coroutine
+from course_lib.training import can_share_prefix, shared_prefix_cache
 from tictactoe import load_environment, message_text
 from tictactoe.game import read_board
 from tictactoe.moves import answer_reward, cell_score, kind_of
@@ -81,8 +82,6 @@ def final_hidden_states(model, sequences: list[list[int]], shared: int):
     gradient through them sums over the rows as if each had run them. The one place that reaches past
     `model(...)`: a causal LM's backbone (`.model`) and head (`.lm_head`), as in Llama and LFM2, so that only
     the positions a loss reads go through the vocabulary-wide head."""
-    from transformers import DynamicCache
-
     causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model  # under a LoRA wrapper
     backbone, head = causal_lm.model, causal_lm.lm_head
     device = head.weight.device
@@ -94,10 +93,7 @@ def final_hidden_states(model, sequences: list[list[int]], shared: int):
         mask[row, : len(seq) - shared] = 1
     kwargs = {}
     if shared:
-        prefix = backbone(input_ids=ids.new_tensor(sequences[0][:shared])[None], use_cache=True)
-        cache = DynamicCache()
-        for index, layer in enumerate(prefix.past_key_values.layers):
-            cache.update(layer.keys.expand(rows, -1, -1, -1), layer.values.expand(rows, -1, -1, -1), index)
+        cache = shared_prefix_cache(backbone, ids.new_tensor(sequences[0][:shared]), rows)
         mask = torch.cat([mask.new_ones(rows, shared), mask], dim=1)
         kwargs = {"past_key_values": cache, "use_cache": True}
     return backbone(input_ids=ids, attention_mask=mask, **kwargs).last_hidden_state, head
@@ -111,7 +107,7 @@ def cell_log_probs(model, sequences: list[list[int]], cells: list[int], answers_
     With `share_prefix`, the tokens every sequence starts with (the system prompt) run once for all rows
     (`final_hidden_states`); the result is the same as running each sequence whole (tests/test_every_cell.py)."""
     limit = None if answers_from is None else min(answers_from) - 1  # the answers' logits must be computed
-    shared = common_prefix(sequences, limit) if share_prefix and len(sequences) > 1 else 0
+    shared = common_prefix(sequences, limit) if share_prefix and len(sequences) > 1 and can_share_prefix(model) else 0
     hidden, head = final_hidden_states(model, sequences, shared)
     rows = torch.arange(len(sequences), device=hidden.device)
     last = torch.tensor([len(seq) - 1 - shared for seq in sequences], device=hidden.device)
@@ -177,8 +173,9 @@ def position_info(game: Game) -> dict:
 
 @dataclass
 class Log:
-    """What each optimizer step saw: positions, seconds, expected reward, and per kind the exact expected cell
-    score and the probability of an optimal cell (from the policy before the step)."""
+    """What each optimizer step saw: positions, seconds (and of them generating reasonings, and forward + backward
+    + optimizer; the rest is the environment), expected reward, and per kind the exact expected cell score and the
+    probability of an optimal cell (from the policy before the step)."""
 
     rows: list = field(default_factory=list)
 
@@ -277,6 +274,7 @@ def play_and_learn(
         step_start = time.monotonic()
         infos = [position_info(game) for game in playing]
         prompts = [render(tokenizer, game.messages, answer_prefix="" if think else MOVE_TAG) for game in playing]
+        generating = time.monotonic()
         if think:
             copies = [prompt for prompt in prompts for _ in range(reasonings)]
             model.eval()
@@ -286,6 +284,7 @@ def play_and_learn(
             rewards = torch.tensor([action_rewards(info) for info in infos for _ in range(reasonings)])
         else:
             sequences, rewards = prompts, torch.tensor([action_rewards(info) for info in infos])
+        learning = time.monotonic()
         # Micro-batches of positions of about the same length (a position's reasonings together): padding to
         # the longest row of a step would cost every row the longest history's tokens.
         per_position = reasonings if think else 1
@@ -314,6 +313,7 @@ def play_and_learn(
             loss.backward()
             probs[rows], expected[rows] = log_probs.detach().exp().float(), per_sequence.detach().float()
         optimizer.step()
+        learned = time.monotonic()
         first = probs[::reasonings] if think else probs  # the game goes on with its first reasoning
         draws = torch.multinomial(first, 1, generator=torch.Generator().manual_seed(rng.randrange(2**31)))
         for i, (game, action) in enumerate(zip(playing, draws[:, 0].tolist())):
@@ -325,6 +325,8 @@ def play_and_learn(
         log.add(
             step=len(log.rows) + 1,
             seconds=seconds,
+            generation_seconds=learning - generating,  # the reasonings sampled ("think" only)
+            learning_seconds=learned - learning,  # forward, backward and the optimizer step
             positions=len(playing),
             expected_reward=float(expected.mean()),
             **position_scores(infos, first),

@@ -18,7 +18,7 @@ from trl import GRPOConfig, GRPOTrainer
 from course_lib import rollout_bridge
 from course_lib.hardware import cuda_capability, mixed_precision, score_answer_tokens_only_on_cpu, training_dtype
 from course_lib.profiles import Profile
-from course_lib.training import experiment_logging, lora_config
+from course_lib.training import can_share_prefix, experiment_logging, lora_config, shared_prefix_cache
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
 
@@ -163,7 +163,8 @@ class LeanGRPOTrainer(GRPOTrainer):
     ):
         prompt_width = input_ids.size(1) - logits_to_keep
         groups = rows_by_prompt(input_ids[:, :prompt_width], attention_mask[:, :prompt_width])
-        if any(value for value in extra.values()) or len(groups) == len(input_ids):  # images, MoE, or no sharing
+        unshareable = not can_share_prefix(model)  # gradient checkpointing (the GPU path), or a cache without keys
+        if unshareable or any(value for value in extra.values()) or len(groups) == len(input_ids):  # images, MoE
             return super()._get_per_token_logps_and_entropies(
                 model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, **extra
             )
@@ -191,16 +192,11 @@ def rows_by_prompt(prompt_ids, prompt_mask) -> list[list[int]]:
 
 def shared_prompt_log_probs(model, prompt, completions, completion_mask):
     """Log-probabilities (and entropies) of `completions`, each after the same `prompt` (its unpadded ids),
-    the prompt run once: its keys and values, still attached to the graph, are shared by every completion,
-    so the gradient through them is the sum over the group, as if each episode had run it. A per-move
+    the prompt run once (`training.shared_prefix_cache`): every completion reads its keys and values, so
+    the gradient through them is the sum over the group, as if each episode had run it. A per-move
     episode is ~90% prompt: a group of 8 then costs about a fifth of 8 separate episodes."""
-    from transformers import DynamicCache
-
     rows = len(completions)
-    head = model(input_ids=prompt[None, :-1], use_cache=True, logits_to_keep=1)
-    shared = DynamicCache()
-    for index, layer in enumerate(head.past_key_values.layers):
-        shared.update(layer.keys.expand(rows, -1, -1, -1), layer.values.expand(rows, -1, -1, -1), index)
+    shared = shared_prefix_cache(model, prompt[:-1], rows, logits_to_keep=1)
     tail = torch.cat([prompt[-1:].expand(rows, 1), completions], dim=1)  # the prompt's last token scores the first
     tail_mask = torch.cat([completion_mask.new_ones(rows, 1), completion_mask], dim=1)
     labels = tail.masked_fill(tail_mask == 0, -100)

@@ -522,3 +522,21 @@ def test_per_move_grpo_makes_the_rewarded_cell_more_likely(tmp_path, monkeypatch
     assert [row["rewards/optimal/mean"] for row in logs] == [0.5] * 3  # one of the two answers each step
     after = sum(preference(row) for row in trained)
     assert after > before + 0.1, (before, after)
+
+
+def test_the_trainer_scores_a_group_under_gradient_checkpointing(smoke_trainer):
+    """Catches: the shared-prompt path under the GPU path's gradient checkpointing, where transformers drops the
+    cache and `layer.keys` fails on the first micro-batch that is one group."""
+    import torch
+
+    _, _, trainer, _ = smoke_trainer
+    model = trainer.model
+    ids = torch.tensor([[5, 17, 3, 44, 9, 7, 8], [5, 17, 3, 44, 9, 30, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 0]])
+    model.train()
+    model.gradient_checkpointing_enable()
+    try:
+        log_probs, _, _ = trainer._get_per_token_logps_and_entropies(model, ids, mask, logits_to_keep=2)
+    finally:
+        model.gradient_checkpointing_disable()
+    assert log_probs.shape == (2, 2)

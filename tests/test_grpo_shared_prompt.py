@@ -63,3 +63,47 @@ def test_rows_are_grouped_by_prompt_and_padding():
     ids = torch.tensor([[0, 1, 2], [3, 4, 5], [0, 1, 2], [0, 1, 2]])
     mask = torch.tensor([[0, 1, 1], [1, 1, 1], [0, 1, 1], [1, 1, 1]])
     assert rows_by_prompt(ids, mask) == [[0, 2], [1], [3]]
+
+
+def tiny_lfm2():
+    from transformers import Lfm2Config, Lfm2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Lfm2Config(
+        vocab_size=97,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        layer_types=["conv", "full_attention"],
+    )
+    return Lfm2ForCausalLM(config)
+
+
+def test_a_prefix_is_shared_only_where_the_cache_holds_it():
+    """Catches: the shared-prompt path taken under gradient checkpointing (transformers then drops the cache,
+    and `layer.keys` fails: the GPU path) or on LFM2, whose convolution layers keep no keys."""
+    from peft import LoraConfig, get_peft_model
+
+    from course_lib.training import can_share_prefix
+
+    llama = tiny_model()
+    assert can_share_prefix(llama)
+    assert can_share_prefix(get_peft_model(tiny_model(), LoraConfig(r=2, target_modules="all-linear")))
+    llama.gradient_checkpointing_enable()
+    assert not can_share_prefix(llama)
+    assert not can_share_prefix(tiny_lfm2())
+
+
+def test_the_every_cell_loss_runs_unshared_where_the_prefix_cannot_be_shared():
+    """Catches: cell_log_probs failing under gradient checkpointing or on LFM2 instead of running each row whole."""
+    from course_lib.every_cell import cell_log_probs
+
+    sequences = [[5, 17, 3, 44, 9, 12, 8], [5, 17, 3, 44, 9, 30, 31, 8]]
+    for model in (tiny_lfm2(), tiny_model()):
+        model.train()
+        model.gradient_checkpointing_enable()
+        out = cell_log_probs(model, sequences, cells=[10, 11, 12])
+        out.exp().sum().backward()
+        assert out.shape == (2, 4)
