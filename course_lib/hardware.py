@@ -114,16 +114,25 @@ def score_answer_tokens_only_on_cpu() -> None:
 
 
 def release(trainer) -> None:
-    """Free what a trainer holds on the GPU: its colocated vLLM engine, then its model, optimizer
-    and the accelerator's references to them, then the CUDA cache. Delete your own variable too
-    (`del trainer`). Does nothing harmful on the CPU."""
+    """Free what a trainer holds: its colocated vLLM engine, its model, optimizer and scheduler wherever the
+    trainer keeps them (the accelerator, the callback handler, the vLLM generation, a reference model, the
+    rollout function's generation copy), then the CUDA cache. Afterwards nothing of the trainer refers to the
+    model (tests/test_hardware.py checks it by references), so the next stage's model or server has the GPU
+    even while the variable `trainer` still exists. Does nothing harmful on the CPU."""
     import torch
 
     generation = getattr(trainer, "vllm_generation", None)
-    if getattr(generation, "llm", None) is not None:
+    if generation is not None:
         generation.llm = None  # vLLM 0.31's LLM has no shutdown(): its engine goes with the last reference
+        generation.model = None
+    handler = getattr(trainer, "callback_handler", None)
+    if handler is not None:
+        handler.model = handler.optimizer = handler.lr_scheduler = None
     trainer.accelerator.free_memory()
     trainer.model = trainer.model_wrapped = trainer.optimizer = trainer.lr_scheduler = None
+    for holder in ("ref_model", "rollout_func"):  # a KL term's reference model; the generation copy (PolicyCopy)
+        if hasattr(trainer, holder):
+            setattr(trainer, holder, None)
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

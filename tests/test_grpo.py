@@ -524,12 +524,13 @@ def test_per_move_grpo_makes_the_rewarded_cell_more_likely(tmp_path, monkeypatch
     assert after > before + 0.1, (before, after)
 
 
-def test_the_trainer_scores_a_group_under_gradient_checkpointing(smoke_trainer):
+def test_the_trainer_scores_a_group_under_gradient_checkpointing(smoke_trainer, monkeypatch):
     """Catches: the shared-prompt path under the GPU path's gradient checkpointing, where transformers drops the
     cache and `layer.keys` fails on the first micro-batch that is one group."""
     import torch
 
     _, _, trainer, _ = smoke_trainer
+    monkeypatch.setattr(trainer.args, "report_to", [])  # outside train(), TRL's timers would log to a closed run
     model = trainer.model
     ids = torch.tensor([[5, 17, 3, 44, 9, 7, 8], [5, 17, 3, 44, 9, 30, 0]])
     mask = torch.tensor([[1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 0]])
@@ -540,3 +541,35 @@ def test_the_trainer_scores_a_group_under_gradient_checkpointing(smoke_trainer):
     finally:
         model.gradient_checkpointing_disable()
     assert log_probs.shape == (2, 2)
+
+
+def test_a_released_trainer_holds_no_reference_to_its_models(tmp_path):
+    """Catches: a model kept alive after `release(trainer)` while the notebook's `trainer` variable still exists
+    (by the callback handler, the vLLM generation, a reference model or the rollout function's generation copy),
+    so that the next stage's server or trainer finds the GPU still full. Checked by references, not by a GPU."""
+    import gc
+    import weakref
+
+    from course_lib.hardware import release
+    from course_lib.sft import build_sft_trainer, load_dataset
+
+    profile = get_profile("smoke")
+    model = tiny_copy_of_the_embedded_model(tmp_path / "tiny")
+    trainers = {
+        "grpo": grpo.build_grpo_trainer(
+            profile, grpo.full_game_environment(profile), model, tmp_path / "g", save_strategy="no", report_to="none"
+        ),
+        "sft": build_sft_trainer(profile, load_dataset().select(range(2)), model, tmp_path / "s", report_to="none"),
+    }
+    for name, trainer in trainers.items():
+        held = [weakref.ref(trainer.model)]
+        if name == "grpo":  # the policy's generation copy (PolicyCopy's LocalModel), held by the rollout function
+            copies = [c.cell_contents for c in trainer.rollout_func.__closure__]
+            held += [weakref.ref(c.model.network) for c in copies if isinstance(c, rollout_bridge.PolicyCopy)]
+            assert len(held) == 2
+            del copies
+        release(trainer)
+        gc.collect()
+        alive = [ref() for ref in held if ref() is not None]
+        referrers = [type(r).__name__ for obj in alive for r in gc.get_referrers(obj)]
+        assert not alive, f"{name}: a model is still referenced after release, by {referrers}"
