@@ -20,22 +20,12 @@ def tokenizer():
 
 
 @pytest.fixture()
-def tiny_model(tokenizer):
-    from transformers import AutoConfig, AutoModelForCausalLM
+def tiny_model(tmp_path):
+    from test_grpo import tiny_copy_of_the_embedded_model  # tests/ is on sys.path (no __init__.py)
+    from transformers import AutoModelForCausalLM
 
-    config = AutoConfig.from_pretrained(resolve_model(get_profile("smoke")))
-    config.update(
-        dict(
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            head_dim=16,
-        )
-    )
     torch.manual_seed(0)
-    return AutoModelForCausalLM.from_config(config)
+    return AutoModelForCausalLM.from_pretrained(tiny_copy_of_the_embedded_model(tmp_path / "tiny"))
 
 
 def position(board_text: str, answer_format: str = "move") -> list[dict]:

@@ -8,19 +8,20 @@ from trl.trainer.utils import add_fused_lm_head
 
 from course_lib.grpo import rows_by_prompt, shared_prompt_log_probs
 
+TINY = dict(
+    vocab_size=97,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=128,
+)
+
 
 def tiny_model():
     torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=97,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-    )
-    model = LlamaForCausalLM(config)
+    model = LlamaForCausalLM(LlamaConfig(**TINY))
     add_fused_lm_head(model, outputs=("log_probs", "entropy"))
     return model
 
@@ -66,19 +67,11 @@ def test_rows_are_grouped_by_prompt_and_padding():
 
 
 def tiny_lfm2():
+    """LFM2's layout at the same tiny size: a convolution layer (its cache keeps no keys) and an attention layer."""
     from transformers import Lfm2Config, Lfm2ForCausalLM
 
     torch.manual_seed(0)
-    config = Lfm2Config(
-        vocab_size=97,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        layer_types=["conv", "full_attention"],
-    )
-    return Lfm2ForCausalLM(config)
+    return Lfm2ForCausalLM(Lfm2Config(**TINY, layer_types=["conv", "full_attention"]))
 
 
 def test_a_prefix_is_shared_only_where_the_cache_holds_it():
