@@ -251,7 +251,6 @@ def restart() -> None:
 def point_at(repo: str, root: Path = ROOT) -> None:
     """Write `repo` into every notebook's first code cell and the README's Colab links (a fork's one command)."""
     import json
-    import re
 
     repo = repo.removesuffix(".git").rstrip("/")
     owner_name = re.fullmatch(r"https://github\.com/([^/]+/[^/]+)", repo)

@@ -21,7 +21,8 @@ against the optimal opponent are where it loses.
 
 Speed (RESULTS.md, "Every cell scored"): every position of a step shares the system prompt, so
 `cell_log_probs` runs that prefix once and reuses its keys and values, with their gradient, for every
-row (checked against running each prompt whole in tests/test_every_cell.py); LoRA on every linear layer.
+row (checked against running each prompt whole in tests/test_every_cell.py); LoRA on the top layers only
+(`top_layers_lora`: the layers below need no backward pass).
 
 - `cell_tokens(tokenizer)`: the token of each cell after `<move>`.
 - `cell_log_probs(model, sequences, cells)`: log pi(c | sequence) for each cell, plus "any other token".
@@ -37,10 +38,10 @@ from dataclasses import dataclass, field
 import torch
 
 from course_lib.offline import OfflineClient, run_coroutine
-from course_lib.training import can_share_prefix, shared_prefix_cache
-from tictactoe import load_environment, message_text
+from course_lib.training import can_share_prefix, lora_config, shared_prefix_cache
+from tictactoe import board_from_text, board_to_text, load_environment, message_text
 from tictactoe.game import read_board
-from tictactoe.moves import answer_reward, cell_score, kind_of
+from tictactoe.moves import KINDS, answer_reward, cell_score, kind_of, position_rows
 
 CELLS = tuple(range(9))
 MOVE_TAG = "<move>"
@@ -131,9 +132,9 @@ def expected_reward(log_probs: torch.Tensor, rewards: torch.Tensor) -> torch.Ten
     return (log_probs.exp() * rewards).sum(dim=-1).mean()
 
 
-def action_rewards(info: dict, answer_prefix: str = "") -> list[float]:
+def action_rewards(info: dict) -> list[float]:
     """What the per-move rubric pays for each cell's answer at this position, then for an answer with no cell."""
-    answers = [f"{answer_prefix}{MOVE_TAG}{cell}</move>" for cell in CELLS] + [f"{answer_prefix}{NO_MOVE}"]
+    answers = [f"{MOVE_TAG}{cell}</move>" for cell in CELLS] + [NO_MOVE]
     return [answer_reward(answer, info) for answer in answers]
 
 
@@ -166,9 +167,10 @@ async def answer(env, game: Game, text: str) -> None:
     game.done = await env.is_completed(game.state)
 
 
-def position_info(game: Game) -> dict:
-    board = read_board(game.messages[-1]["content"])
-    return {"board": "".join(cell or "." for cell in board), "kind": kind_of(board)}
+def position_info(messages: list[dict]) -> dict:
+    """The position a conversation ends in, as the per-move rubric reads it: its board and its kind."""
+    board = read_board(messages[-1]["content"])
+    return {"board": board_to_text(board), "kind": kind_of(board)}
 
 
 @dataclass
@@ -272,7 +274,7 @@ def play_and_learn(
         if not playing or (minutes is not None and trained > 60 * minutes):
             return log
         step_start = time.monotonic()
-        infos = [position_info(game) for game in playing]
+        infos = [position_info(game.messages) for game in playing]
         prompts = [render(tokenizer, game.messages, answer_prefix="" if think else MOVE_TAG) for game in playing]
         generating = time.monotonic()
         if think:
@@ -338,11 +340,9 @@ def play_and_learn(
 def position_scores(infos: list[dict], probs: torch.Tensor) -> dict:
     """Exact expected cell score (1 optimal, 0.5 keeps the outcome, 0 throws it away or invalid) and the
     probability of an optimal cell, over all positions and per kind (win, block, other)."""
-    from tictactoe.moves import KINDS
-
     scores, optimal = [], []
     for info, p in zip(infos, probs.tolist()):
-        board = [None if ch == "." else ch for ch in info["board"]]
+        board = board_from_text(info["board"])
         values = [cell_score(board, c) if board[c] is None else 0.0 for c in CELLS]
         scores.append(sum(pi * v for pi, v in zip(p, values)))
         optimal.append(sum(pi for pi, v in zip(p, values) if v == 1.0))
@@ -356,43 +356,30 @@ def position_scores(infos: list[dict], probs: torch.Tensor) -> dict:
 @torch.no_grad()
 def score_positions(model, tokenizer, positions: list[list[dict]], batch_size: int = 32) -> dict:
     """`position_scores` of the policy on fixed positions (each a conversation ending in a board), no gradient."""
-    cells, infos, probs = cell_tokens(tokenizer), [], []
+    cells, probs = cell_tokens(tokenizer), []
     model.eval()
     for first in range(0, len(positions), batch_size):
         part = positions[first : first + batch_size]
         probs.append(cell_log_probs(model, [render(tokenizer, messages) for messages in part], cells).exp())
-        for messages in part:
-            board = read_board(messages[-1]["content"])
-            infos.append({"board": "".join(c or "." for c in board), "kind": kind_of(board)})
-    return position_scores(infos, torch.cat(probs))
+    return position_scores([position_info(messages) for messages in positions], torch.cat(probs))
 
 
 def held_out_positions(games: list[list[dict]]) -> list[list[dict]]:
     """Every position of X with a choice in `games` (lists of messages), as the conversation up to it."""
-    from tictactoe.moves import position_rows
-
     return [row["prompt"] for row in position_rows(games)]
 
 
 def top_layers_lora(model, rank: int, layers: int):
-    """LoRA on every linear layer of the top `layers` decoder layers only: the layers below need no backward
-    pass, so a step costs about (L + 2 x layers) / 3L of LoRA on all L layers (RESULTS.md, "Every cell scored")."""
-    from peft import LoraConfig
+    """The course's LoRA (`training.lora_config`) on every linear layer of the top `layers` decoder layers only:
+    the layers below need no backward pass, so a step costs about (L + 2 x layers) / 3L of LoRA on all L layers
+    (RESULTS.md, "Every cell scored"). peft takes a layer range only with the modules named."""
+    import dataclasses
 
     total = model.config.num_hidden_layers
-    linear = sorted(
-        {
-            name.rsplit(".", 1)[-1]
-            for name, module in model.named_modules()
-            if isinstance(module, torch.nn.Linear) and ".layers." in name
-        }
-    )
-    return LoraConfig(
-        r=rank,
-        lora_alpha=2 * rank,
-        lora_dropout=0.0,
-        target_modules=linear,
-        task_type="CAUSAL_LM",
+    linear = {name.rsplit(".", 1)[-1] for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)}
+    return dataclasses.replace(
+        lora_config(True, rank),
+        target_modules=sorted(linear - {"lm_head"}),
         layers_to_transform=list(range(total - min(layers, total), total)),
     )
 
@@ -406,7 +393,6 @@ def main() -> None:
     python -m course_lib.every_cell --model outputs/cpu/sft_move/final --output-dir outputs/cpu/every_cell/RUN
     """
     import argparse
-    import contextlib
     import json
     from pathlib import Path
 

@@ -117,7 +117,7 @@ def release(trainer) -> None:
     """Free what a trainer holds: its colocated vLLM engine, its model, optimizer and scheduler wherever the
     trainer keeps them (the accelerator, the callback handler, the vLLM generation, a reference model, the
     rollout function's generation copy), then the CUDA cache. Afterwards nothing of the trainer refers to the
-    model (tests/test_hardware.py checks it by references), so the next stage's model or server has the GPU
+    model (tests/test_grpo.py checks it by references), so the next stage's model or server has the GPU
     even while the variable `trainer` still exists. Does nothing harmful on the CPU."""
     import torch
 
