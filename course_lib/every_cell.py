@@ -209,8 +209,8 @@ def sample_reasonings(model, tokenizer, prompts: list[list[int]], max_tokens: in
     that runs out of tokens first gets "</think>" and `<move>` appended, so its cells are still scored)."""
     torch.manual_seed(seed)
     width = max(map(len, prompts))
-    ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(p)) + p for p in prompts])  # left-padded
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(p)) + p for p in prompts], device=model.device)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=model.device)  # left-padded
     with torch.no_grad():
         out = model.generate(
             input_ids=ids,
@@ -250,6 +250,7 @@ def play_and_learn(
     max_reasoning_tokens: int = 56,
     micro_batch: int = 8,
     autocast=contextlib.nullcontext,
+    objective=expected_reward,
     log: Log | None = None,
     on_step=None,
 ) -> Log:
@@ -257,7 +258,7 @@ def play_and_learn(
     game's place goes to the next); after each turn of them, one optimizer step maximising the expected
     reward of the positions just seen; then every game goes on with a cell drawn from the policy. Stops
     after `minutes` of playing and learning (`on_step`'s work not counted). Each step's forward and backward
-    run `micro_batch` sequences at a time.
+    run `micro_batch` sequences at a time. `objective(log_probs, rewards)`: the mean expected reward to maximise.
 
     `answer_format="think"` keeps the reasoning: per position, `reasonings` sampled reasonings, every cell
     scored after each. The loss adds sampled GRPO on the reasonings, whose reward is their exact expected
@@ -305,15 +306,16 @@ def play_and_learn(
                     log_probs, reasoning_log_probs = cell_log_probs(model, part, cells, starts)
                 else:
                     log_probs = cell_log_probs(model, part, cells)
-                loss = -expected_reward(log_probs, rewards[rows]) * len(rows) / len(sequences)  # a part of the step's
-                per_sequence = (log_probs.exp() * rewards[rows]).sum(dim=-1)
+                paid = rewards[rows].to(log_probs.device)
+                loss = -objective(log_probs, paid) * len(rows) / len(sequences)  # this part's share of the step
+                per_sequence = (log_probs.exp() * paid).sum(dim=-1)
                 if think:  # a reasoning's reward is its expected reward; advantage: minus its position's mean
                     by_position = per_sequence.detach().view(-1, per_position)
                     advantage = (by_position - by_position.mean(dim=1, keepdim=True)).flatten()
-                    lengths = torch.tensor([len(sampled[r]) for r in rows], dtype=torch.float)
+                    lengths = torch.tensor([len(sampled[r]) for r in rows], dtype=torch.float, device=paid.device)
                     loss = loss - (advantage * reasoning_log_probs / lengths).sum() / len(sequences)
             loss.backward()
-            probs[rows], expected[rows] = log_probs.detach().exp().float(), per_sequence.detach().float()
+            probs[rows], expected[rows] = log_probs.detach().exp().float().cpu(), per_sequence.detach().float().cpu()
         optimizer.step()
         learned = time.monotonic()
         first = probs[::reasonings] if think else probs  # the game goes on with its first reasoning
@@ -360,7 +362,9 @@ def score_positions(model, tokenizer, positions: list[list[dict]], batch_size: i
     model.eval()
     for first in range(0, len(positions), batch_size):
         part = positions[first : first + batch_size]
-        probs.append(cell_log_probs(model, [render(tokenizer, messages) for messages in part], cells).exp())
+        probs.append(
+            cell_log_probs(model, [render(tokenizer, messages) for messages in part], cells).exp().float().cpu()
+        )
     return position_scores([position_info(messages) for messages in positions], torch.cat(probs))
 
 
@@ -384,16 +388,27 @@ def top_layers_lora(model, rank: int, layers: int):
     )
 
 
-# --- From the command line -----------------------------------------------------------------------------
+# --- A whole run: what notebook 09 and the command line call -------------------------------------------
 
 
-def main() -> None:
-    """Train a checkpoint with the every-cell loss and save it, with its per-step log and held-out scores:
-
-    python -m course_lib.every_cell --model outputs/cpu/sft_move/final --output-dir outputs/cpu/every_cell/RUN
-    """
-    import argparse
+def train(
+    model_path: str,
+    output_dir,
+    budget,
+    answer_format: str = "move",
+    objective=expected_reward,
+    games: int = 4000,
+    reasonings: int = 2,
+    seed: int = 0,
+    report=print,
+):
+    """Train `model_path` with the every-cell loss for `budget.minutes` (`profiles.EveryCellBudget`), scoring
+    `budget.held_out` positions of the expert's games before, every `budget.score_every` steps and after.
+    `objective(log_probs, rewards)`: the loss's core, maximised (notebook 09's learner writes it). Saves
+    `output_dir`/final (a plain checkpoint, LoRA merged), steps.csv, held_out.csv and settings.json; returns
+    the final checkpoint's path and the two tables. `report`: where a line of progress goes, every few minutes."""
     import json
+    from dataclasses import asdict
     from pathlib import Path
 
     import pandas as pd
@@ -402,86 +417,111 @@ def main() -> None:
     from course_lib.hardware import cpu_bf16
     from course_lib.sft import in_answer_format, load_dataset
 
-    parser = argparse.ArgumentParser(description=main.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--output-dir", type=Path, required=True)
-    parser.add_argument("--answer-format", default="move", choices=["move", "think"])
-    parser.add_argument("--reasonings", type=int, default=2, help="think: sampled reasonings per position")
-    parser.add_argument("--minutes", type=float, default=30.0, help="training time, held-out scoring excluded")
-    parser.add_argument("--games", type=int, default=4000, help="training games at most (half per opponent)")
-    parser.add_argument("--games-at-once", type=int, default=32)
-    parser.add_argument("--learning-rate", type=float, default=2e-4)
-    parser.add_argument("--lora-rank", type=int, default=16, help="0: full fine-tuning")
-    parser.add_argument("--lora-layers", type=int, default=15, help="LoRA on this many of the top layers only")
-    parser.add_argument("--score-every", type=int, default=40, help="optimizer steps between held-out scores")
-    parser.add_argument("--held-out", type=int, default=200, help="move: positions of the expert's games to score")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype="float32")
-    if args.lora_rank:
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype="float32").to(device)
+    if budget.lora_rank:
         from peft import get_peft_model
 
-        model = get_peft_model(model, top_layers_lora(model, args.lora_rank, args.lora_layers))
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.learning_rate)
-    expert = in_answer_format(load_dataset(), args.answer_format)["messages"]
-    held_out = held_out_positions(list(expert))[: args.held_out] if args.answer_format == "move" else []
+        model = get_peft_model(model, top_layers_lora(model, budget.lora_rank, budget.lora_layers))
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=budget.learning_rate)
+    expert = in_answer_format(load_dataset(), answer_format)["messages"]
+    held_out = held_out_positions(list(expert))[: budget.held_out] if answer_format == "move" else []
 
-    def autocast():  # bf16 autocast where the CPU multiplies bfloat16 natively (float32 weights and optimizer)
+    def autocast():  # bf16 where the hardware multiplies it natively; float32 weights and optimizer
+        if device == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
         return torch.autocast("cpu", dtype=torch.bfloat16) if cpu_bf16() else contextlib.nullcontext()
 
-    scores = []
+    scores, last_report = [], [time.monotonic()]
 
     def score(log):
-        if not held_out:
-            return
-        positions = sum(row["positions"] for row in log.rows)
-        with autocast():
-            scores.append(
-                {"step": len(log.rows), "positions": positions, **score_positions(model, tokenizer, held_out)}
-            )
-        print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in scores[-1].items()}), flush=True)
+        if held_out:
+            with autocast():
+                scored = score_positions(model, tokenizer, held_out)
+            scores.append({"step": len(log.rows), "positions": sum(r["positions"] for r in log.rows), **scored})
 
     def on_step(log):
-        row = log.rows[-1]
-        if len(log.rows) % args.score_every == 0:
+        if len(log.rows) % budget.score_every == 0:
             score(log)
-        if len(log.rows) % 10 == 0:
-            minutes = sum(r["seconds"] for r in log.rows) / 60
-            seen = sum(r["positions"] for r in log.rows)
-            print(
-                f"step {row['step']}: {seen} positions in {minutes:.1f} min ({seen / minutes:.0f} a minute), "
-                f"expected reward {row['expected_reward']:.3f}",
-                flush=True,
-            )
+        if report and time.monotonic() - last_report[0] > 120:  # a line every two minutes
+            last_report[0] = time.monotonic()
+            minutes, seen = sum(r["seconds"] for r in log.rows) / 60, sum(r["positions"] for r in log.rows)
+            held = f", held-out score {scores[-1]['score']:.3f}" if scores else ""
+            report(f"{minutes:4.1f} of {budget.minutes:g} min: step {len(log.rows)}, {seen} positions{held}")
 
     log = Log()
     score(log)
-    play = dict(answer_format=args.answer_format, reasonings=args.reasonings, autocast=autocast)
     play_and_learn(
         model,
         tokenizer,
         optimizer,
-        args.games,
-        args.games_at_once,
-        args.seed,
-        args.minutes,
+        games,
+        budget.games_at_once,
+        seed,
+        budget.minutes,
+        answer_format=answer_format,
+        reasonings=reasonings,
+        micro_batch=budget.micro_batch,
+        autocast=autocast,
+        objective=objective,
         log=log,
         on_step=on_step,
-        **play,
     )
-    score(log)
-    pd.DataFrame(log.rows).to_csv(args.output_dir / "steps.csv", index=False)
-    pd.DataFrame(scores).to_csv(args.output_dir / "held_out.csv", index=False)
-    final = args.output_dir / "final"
-    model = model.merge_and_unload() if args.lora_rank else model
-    model.generation_config = GenerationConfig.from_pretrained(args.model)
+    if held_out and scores[-1]["step"] != len(log.rows):  # the last step's score, unless it has one
+        score(log)
+    steps, held = pd.DataFrame(log.rows), pd.DataFrame(scores)
+    steps.to_csv(output_dir / "steps.csv", index=False)
+    held.to_csv(output_dir / "held_out.csv", index=False)
+    final = output_dir / "final"
+    model = model.merge_and_unload() if budget.lora_rank else model
+    model.generation_config = GenerationConfig.from_pretrained(model_path)
     model.save_pretrained(str(final))
     tokenizer.save_pretrained(str(final))
-    (args.output_dir / "settings.json").write_text(json.dumps({k: str(v) for k, v in vars(args).items()}, indent=1))
-    print(f"saved {final}", flush=True)
+    settings = {"model": str(model_path), "answer_format": answer_format, "games": games, "seed": seed}
+    (output_dir / "settings.json").write_text(json.dumps({**settings, **asdict(budget)}, indent=1))
+    return final, steps, held
+
+
+def main() -> None:
+    """Train a checkpoint with the every-cell loss and save it, with its per-step log and held-out scores:
+
+    python -m course_lib.every_cell --model outputs/cpu/sft/final --output-dir outputs/cpu/every_cell/RUN
+
+    The settings not given are the cpu profile's (profiles.EveryCellBudget)."""
+    import argparse
+    from dataclasses import fields, replace
+
+    from course_lib.profiles import get_profile
+
+    budget = get_profile("cpu").every_cell
+    parser = argparse.ArgumentParser(description=main.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--output-dir", required=True)
+    parser.add_argument("--answer-format", default="move", choices=["move", "think"])
+    parser.add_argument("--reasonings", type=int, default=2, help="think: sampled reasonings per position")
+    parser.add_argument("--games", type=int, default=4000, help="training games at most (half per opponent)")
+    parser.add_argument("--seed", type=int, default=0)
+    for setting in fields(budget):
+        default = getattr(budget, setting.name)
+        parser.add_argument(f"--{setting.name.replace('_', '-')}", type=type(default), default=default)
+    args = parser.parse_args()
+    chosen = replace(budget, **{f.name: getattr(args, f.name) for f in fields(budget)})
+    _, steps, held = train(
+        args.model,
+        args.output_dir,
+        chosen,
+        args.answer_format,
+        games=args.games,
+        reasonings=args.reasonings,
+        seed=args.seed,
+        report=lambda line: print(line, flush=True),
+    )
+    print(
+        held.round(3).to_string(index=False), f"\n{steps['positions'].sum()} positions; saved {args.output_dir}/final"
+    )
 
 
 if __name__ == "__main__":

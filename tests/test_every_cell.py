@@ -143,3 +143,29 @@ def test_play_and_learn_keeps_the_reasoning_in_the_think_format(tokenizer, tiny_
         max_reasoning_tokens=8,
     )
     assert log.rows[0]["positions"] == 2
+
+
+def test_train_uses_the_objective_given_and_saves_a_loadable_checkpoint(tmp_path):
+    """A run of notebook 09's shape: the learner's objective is the one trained (a wrong one that returns a
+    constant has no gradient and fails), the held-out scores before and after, and a checkpoint that loads."""
+    from dataclasses import replace
+
+    from test_grpo import tiny_copy_of_the_embedded_model
+    from transformers import AutoModelForCausalLM
+
+    budget = replace(get_profile("smoke").every_cell, minutes=0.01, games_at_once=2, held_out=2, score_every=1)
+    called = []
+
+    def objective(log_probs, rewards):
+        called.append(log_probs.shape)
+        return every_cell.expected_reward(log_probs, rewards)
+
+    model = tiny_copy_of_the_embedded_model(tmp_path / "tiny")
+    final, steps, held = every_cell.train(str(model), tmp_path / "run", budget, objective=objective, report=None)
+    assert called and called[0][1] == 10  # nine cells and "any other token"
+    assert held["step"].tolist() == list(range(len(steps) + 1)) and held["positions"].iloc[-1] == steps["positions"].sum()
+    assert {"steps.csv", "held_out.csv", "settings.json", "final"} <= {p.name for p in (tmp_path / "run").iterdir()}
+    AutoModelForCausalLM.from_pretrained(final)
+
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        every_cell.train(str(model), tmp_path / "flat", budget, objective=lambda lp, r: lp.new_tensor(0.5), report=None)
