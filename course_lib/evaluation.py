@@ -371,7 +371,7 @@ async def evaluate_model(
     max_turns: int = MAX_TURNS,
     llm=None,
     load=load_environment,
-    answer_format: str = "think",
+    answer_format: str | None = None,
 ) -> EvalResult:
     """`model` (a checkpoint folder, or the profile's model from `resolve_model`) as `player` in
     `games` games per opponent. Each opponent's games are played once per weights and budget and
@@ -380,8 +380,10 @@ async def evaluate_model(
     `llm`: an already started model to play with; otherwise one is started if anything is missing.
     `load`: the course's load_environment, or the learner's when it plays the same games
     (`exercises_tictactoe.yours_or_reference` checks it): the stored games do not say which played them.
-    `answer_format`: what the environment asks each turn ("think" or "move", see tictactoe.ANSWER_FORMATS)."""
+    `answer_format`: what the environment asks each turn ("think" or "move", see tictactoe.ANSWER_FORMATS);
+    None: the profile's, the format notebooks 08-10 train in."""
     check_games_and_opponents(games, opponents)
+    answer_format = answer_format or profile.answer_format
     if answer_format != "think":
         load = functools.partial(load, answer_format=answer_format)
     keys = {

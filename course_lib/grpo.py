@@ -5,6 +5,7 @@ The environment supplies everything task-specific (prompts, opponent, rewards) t
 notebook (`cpu`, `gpu`) and the multi-GPU script (`full`, see `course_lib/train_grpo.py`).
 """
 
+import functools
 import hashlib
 import json
 import os
@@ -261,6 +262,14 @@ def latest_checkpoint(output_dir: Path) -> str | None:
     return get_last_checkpoint(str(output_dir)) if Path(output_dir).is_dir() else None
 
 
+def game_loader(profile: Profile, load=None):
+    """The full game's load_environment (the course's, or `load`), asking for the profile's answer format."""
+    from tictactoe import load_environment
+
+    load = load or load_environment
+    return load if profile.answer_format == "think" else functools.partial(load, answer_format=profile.answer_format)
+
+
 def full_game_environment(profile: Profile, seed: int = 0, load=None):
     """The full-game environment (notebook 05's, the original course's) as GRPO would see it: one
     reward per game, opponent skill stratified over the profile's range (cpu: 0-0.5; gpu and full:
@@ -268,9 +277,9 @@ def full_game_environment(profile: Profile, seed: int = 0, load=None):
     answers per game (5 moves finish any game; more only burns tokens on invalid answers). Notebook 09
     shows a group of it beside the per-move environment it trains in (`move_environment`). `load`: the
     course's load_environment (None), or the learner's (`exercises_tictactoe.yours_or_reference`)."""
-    from tictactoe import MAX_TURNS, load_environment
+    from tictactoe import MAX_TURNS
 
-    return (load or load_environment)(
+    return game_loader(profile, load)(
         num_train_examples=profile.grpo.max_steps * profile.grpo.prompts_per_step,
         num_eval_examples=0,
         min_random_move_prob=profile.grpo.min_random_move_prob,
@@ -295,6 +304,7 @@ async def play_position_games(profile: Profile, model_path: str, load=None) -> l
 
     key = [weights_fingerprint(str(Path(model_path).resolve())), profile.grpo.position_games, POSITION_GAMES_SEED]
     key += [profile.grpo.min_random_move_prob, profile.grpo.max_random_move_prob, profile.eval.max_tokens_per_turn]
+    key += [] if profile.answer_format == "think" else [profile.answer_format]  # the default keeps older keys
     digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:12]
     path = output_dir(profile) / "grpo_position_games" / f"{digest}.jsonl"
     if not path.is_file():
@@ -305,9 +315,9 @@ async def play_position_games(profile: Profile, model_path: str, load=None) -> l
 async def _play_training_games(profile: Profile, model_path: str, path: Path, load=None) -> None:
     from course_lib.evaluation import save_transcripts, turn_sampling_args
     from course_lib.serving import start_model
-    from tictactoe import GAME_STATE_COLUMNS, load_environment
+    from tictactoe import GAME_STATE_COLUMNS
 
-    env = (load or load_environment)(
+    env = game_loader(profile, load)(
         num_train_examples=profile.grpo.position_games,
         num_eval_examples=0,
         min_random_move_prob=profile.grpo.min_random_move_prob,
@@ -330,17 +340,21 @@ async def _play_training_games(profile: Profile, model_path: str, path: Path, lo
 
 
 def move_environment(
-    games: list[list[dict]], kinds=None, false_claim_penalty: float = 0.0, needed_claim_bonus: float = 0.0
+    games: list[list[dict]],
+    kinds=None,
+    false_claim_penalty: float = 0.0,
+    needed_claim_bonus: float = 0.0,
+    answer_format: str = "think",
 ):
     """The per-move environment GRPO trains in: every position with a choice in `games` (the start
     model's own) and in the expert's games that SFT learned from, one answer per episode. `kinds`:
     only these kinds of position (tictactoe.moves.KINDS; default all); what a false claim in the
     reasoning costs and what a win or block played for its true reason earns (`grpo.false_claim_penalty`,
-    `grpo.needed_claim_bonus`)."""
-    from course_lib.sft import load_dataset
+    `grpo.needed_claim_bonus`); `answer_format`: the one `games` were played in, the expert's games shown in it."""
+    from course_lib.sft import in_answer_format, load_dataset
     from tictactoe.moves import KINDS, load_environment
 
-    games = games + list(load_dataset()["messages"])
+    games = games + list(in_answer_format(load_dataset(), answer_format)["messages"])
     return load_environment(
         games,
         kinds=kinds or KINDS,

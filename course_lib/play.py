@@ -65,14 +65,14 @@ def _human_seat(state) -> int:
 
 
 @functools.cache
-def _environment(max_turns: int | None):
-    """One environment per turn cap (None: the environment's default), reused for every game, with
-    the human in O's seat; its one-row dataset is never used."""
+def _environment(max_turns: int | None, answer_format: str = "think"):
+    """One environment per turn cap (None: the environment's default) and answer format, reused for every
+    game, with the human in O's seat; its one-row dataset is never used."""
     was_disabled = datasets.utils.are_progress_bars_disabled()
     datasets.disable_progress_bars()  # no stray "Map: 100%" bar above the board
     try:
         turn_cap = {} if max_turns is None else {"max_turns": max_turns}
-        env = load_environment(num_train_examples=1, num_eval_examples=0, **turn_cap)
+        env = load_environment(num_train_examples=1, num_eval_examples=0, answer_format=answer_format, **turn_cap)
     finally:
         if not was_disabled:
             datasets.enable_progress_bars()
@@ -83,8 +83,10 @@ def _environment(max_turns: int | None):
 class Game:
     """One game between a model (X) and a human (O), played through the tic-tac-toe environment."""
 
-    def __init__(self, model_starts: bool = True, max_turns: int | None = None, seed: int | None = None):
-        self.env = _environment(max_turns)
+    def __init__(
+        self, model_starts: bool = True, max_turns: int | None = None, seed: int | None = None, answer_format="think"
+    ):
+        self.env = _environment(max_turns, answer_format)
         self.model_starts = model_starts
         # Stored in the state like a dataset row's seed; with a human opponent it decides nothing.
         self.seed = random.randrange(2**31) if seed is None else seed
@@ -241,10 +243,10 @@ class PlayWidget:
     Every button runs the same `Game` methods as `play_scripted`; tests press buttons with `.click()`.
     """
 
-    def __init__(self, answer: Answer, max_turns: int | None = None):
+    def __init__(self, answer: Answer, max_turns: int | None = None, answer_format: str = "think"):
         import ipywidgets as w
 
-        self.answer, self.max_turns = answer, max_turns
+        self.answer, self.max_turns, self.answer_format = answer, max_turns, answer_format
         self.cells = [w.Button(layout=w.Layout(width="56px", height="56px")) for _ in range(9)]
         for cell, button in enumerate(self.cells):
             button.on_click(lambda _, cell=cell: self.click(cell))
@@ -262,7 +264,7 @@ class PlayWidget:
         return self.widget._repr_mimebundle_(**kwargs)
 
     def start(self) -> None:
-        self.game = Game(model_starts=self.starter.value == MODEL_STARTS, max_turns=self.max_turns)
+        self.game = Game(self.starter.value == MODEL_STARTS, self.max_turns, answer_format=self.answer_format)
         self._model_plays()
 
     def click(self, cell: int) -> None:
@@ -299,10 +301,11 @@ class PlayWidget:
         self.log.value = transcript(self.game)
 
 
-def play_widget(answer: Answer, max_turns: int | None = None) -> PlayWidget:
+def play_widget(answer: Answer, max_turns: int | None = None, answer_format: str = "think") -> PlayWidget:
     """An interactive board against `answer`, e.g.
-    `lambda m: llm.chat(m, max_tokens=profile.eval.max_tokens_per_turn)` (notebook 10)."""
-    return PlayWidget(answer, max_turns)
+    `lambda m: llm.chat(m, max_tokens=profile.eval.max_tokens_per_turn)` (notebook 10); `answer_format`: the
+    one the model was trained in (the environment's system prompt asks for it)."""
+    return PlayWidget(answer, max_turns, answer_format)
 
 
 # --- recorded games, seen without running anything ----------------------------------------------

@@ -327,6 +327,11 @@ def training_data_dir(profile: Profile) -> Path:
     return generated if (generated / GAMES_FILE).is_file() else DATA_DIR
 
 
+def training_dataset(profile: Profile):
+    """Notebook 08's training games: `training_data_dir`'s, with answers in the profile's answer format."""
+    return in_answer_format(load_dataset(training_data_dir(profile)), profile.answer_format)
+
+
 def checkpoint_or_train(profile: Profile) -> Path:
     """Notebook 08's SFT model; when it is missing (a notebook opened alone), say so and train it
     here the way 08 does (same data and settings: training is deterministic, so the same model), or,
@@ -343,15 +348,15 @@ def checkpoint_or_train(profile: Profile) -> Path:
     data, base = training_data_dir(profile), resolve_model(profile)
     print(
         f"No SFT checkpoint at {final}: notebook 08 (08_sft_warmup.ipynb) makes it. Training it now with "
-        f"08's settings on {data} (08's training step in the cpu profile: 17 minutes to almost 2 hours on "
-        "2 CPU cores, depending on the CPU; "
+        f"08's settings on {data} (08's training step in the cpu profile: 9 minutes on 2 cores of an AMD EPYC, "
+        "twice that on slower CPUs; "
         "a minute in smoke), so that GRPO starts from a model that knows the answer format. "
         "Run notebook 08 to see it made and evaluated, or skip the training: stop here, set "
         f"{shipped_models.SHIPPED_VARIABLE}=1 (e.g. `%env {shipped_models.SHIPPED_VARIABLE}=1`) and run this "
         "cell again to start from the course's own SFT model, shipped in assets/models/.",
         flush=True,
     )
-    trainer = build_sft_trainer(profile, load_dataset(data), base, sft_output_dir(profile))
+    trainer = build_sft_trainer(profile, training_dataset(profile), base, sft_output_dir(profile))
     trainer.train()
     save_final(trainer, final, base)
     release(trainer)

@@ -135,6 +135,7 @@ def train_from_command_line(argv: list[str] | None = None) -> None:
                 kinds=args.kinds,
                 false_claim_penalty=profile.grpo.false_claim_penalty,
                 needed_claim_bonus=profile.grpo.needed_claim_bonus,
+                answer_format=profile.answer_format,
             )
         overrides = {"shuffle_dataset": True}  # positions in random order: no opponent blocks to keep
     else:
