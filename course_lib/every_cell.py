@@ -388,6 +388,24 @@ def top_layers_lora(model, rank: int, layers: int):
     )
 
 
+def plot_learning(ax, steps, held=None, title: str = "") -> None:
+    """A run's learning curves on `ax`: the exact expected cell score of the positions each step trained on (the
+    policy before the step, a rolling mean over 20 steps) against positions seen, per kind of position, and the
+    held-out score where the run measured it (`train`'s steps and held-out tables)."""
+    seen = steps["positions"].cumsum()
+    kinds = (("score_block", "block positions"), ("score_win", "win positions"), ("score_other", "other positions"))
+    for column, label in (*kinds, ("score", "all")):
+        rolling = steps[column].rolling(20, min_periods=5).mean()
+        ax.plot(seen, rolling, label=f"{label} (trained on)", lw=2 if column == "score" else 1)
+    if held is not None and len(held):
+        ax.plot(held["positions"], held["score"], "ko--", ms=4, label="held out (expert's positions)")
+    ax.set_title(title or f"{int(seen.iloc[-1])} positions in {steps['seconds'].sum() / 60:.0f} min", fontsize=9)
+    ax.set_xlabel("positions trained on")
+    ax.set_ylabel("expected cell score (1 optimal, 0.5 keeps the outcome)")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=7, loc="lower right")
+
+
 # --- A whole run: what notebook 09 and the command line call -------------------------------------------
 
 

@@ -7,7 +7,6 @@ on the notebook's solution while a stub raises TODO) is course_lib/exercise_mech
 and tests/test_workshop*.py run every check on its stub, its solution and wrong versions.
 """
 
-import json
 import math
 import random
 import time
@@ -116,6 +115,40 @@ def check_advantages(advantages) -> str:
                     f"{np.round(expected, 3)}. TRL uses the sample std (ddof=1) and adds 1e-4 before dividing."
                 )
     return "advantages: with 'group' a 0.2 format gap becomes an advantage of about 2.5; 'none' keeps it 0.2."
+
+
+def check_expected_reward(expected_reward) -> str:
+    """09: the mean over positions of sum_a pi(a) * reward(a), from log pi (rows, actions) and rewards of the same
+    shape, as a tensor the gradient flows through: its value and its gradient against the exact ones."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    for rows in (1, 3):
+        logits = torch.randn(rows, 10, generator=generator, dtype=torch.float64, requires_grad=True)
+        rewards = torch.rand(rows, 10, generator=generator, dtype=torch.float64)
+        rewards[:, -1] = -0.1  # "any other token": no move, the invalid-answer penalty
+        log_probs = torch.log_softmax(logits, dim=-1)
+        exact = (log_probs.exp() * rewards).sum(dim=-1).mean()
+        (want,) = torch.autograd.grad(exact, logits, retain_graph=True)
+        got = call_part(expected_reward, log_probs, rewards)
+        shown = f"expected_reward(log_probs of {rows} position(s), rewards)"
+        if not isinstance(got, torch.Tensor) or got.numel() != 1:
+            raise ExerciseError(f"{shown} returned {type(got).__name__}; expected one number as a tensor (the loss).")
+        if not got.requires_grad:
+            raise ExerciseError(
+                f"{shown} has no gradient: keep it a tensor computed from log_probs (no .item(), no sampling)."
+            )
+        if not torch.allclose(got.detach().double(), exact.detach(), atol=1e-6):
+            hint = (
+                "the negative of it: the loss is -expected_reward"
+                if torch.isclose(-got.detach().double(), exact.detach())
+                else ("is each action weighted by pi = log_probs.exp(), summed over actions, averaged over positions?")
+            )
+            raise ExerciseError(f"{shown} = {float(got.detach()):.4f}, expected {float(exact):.4f}: {hint}")
+        (grad,) = torch.autograd.grad(got, logits)
+        if not torch.allclose(grad.double(), want, atol=1e-6):
+            raise ExerciseError(f"{shown} has the right value but not the right gradient: compute it from log_probs.")
+    return "expected_reward: the exact expected reward, and with it the exact policy gradient of every cell."
 
 
 def check_games_needed(games_needed) -> None:
@@ -592,38 +625,6 @@ def check_strong_opponent_draws(answer) -> None:
     )
 
 
-PUZZLE_RUN = Path(__file__).resolve().parent.parent / "data" / "grpo_puzzles_cpu" / "confirm" / "log_history.json"
-
-
-def smoothed(values, window: int) -> np.ndarray:
-    """The trailing mean of the last `window` values (fewer at the start), as notebook 09 plots it."""
-    import pandas as pd
-
-    return pd.Series(values, dtype=float).rolling(window, min_periods=1).mean().to_numpy()
-
-
-def check_smoothed_falls(answer) -> None:
-    """09, experiment: how many of the recorded puzzle run's 14 step-to-step changes go down once its
-    reward is smoothed over 5 steps (window = 5); exactly."""
-    if not_answered(answer, "with window = 5, count the red (falling) segments of the smoothed curve"):
-        return
-    rewards = [row["reward"] for row in json.loads(PUZZLE_RUN.read_text()) if "reward" in row]
-    falls = {w: int((np.diff(smoothed(rewards, w)) < 0).sum()) for w in (1, 5)}
-    if answer == falls[1] and falls[1] != falls[5]:
-        raise ExerciseError(
-            f"{answer} is the raw curve's count (window = 1); set window = 5 and run the plot cell again."
-        )
-    if answer != falls[5]:
-        raise ExerciseError(
-            f"the falls: {answer!r} is not it. With window = 5, count the segments of the thick line drawn in red "
-            f"(a whole number from 0 to {len(rewards) - 1})."
-        )
-    print(
-        f"Correct: {falls[5]}. The raw reward fell at {falls[1]} of {len(rewards) - 1} steps of a run that did improve "
-        "(held-out p = 0.0007): one step is 16 answers to 2 puzzles, so read the smoothed trend, not a single step."
-    )
-
-
 CONFIRMATION_GAMES = Path(__file__).resolve().parent.parent / "data" / "grpo_sweep_cpu" / "confirm_seed2" / "games.csv"
 
 
@@ -674,6 +675,7 @@ WORKSHOP = {  # part -> (the notebook whose solution block defines it, its check
     "keep_hard_win": ("07_sft_data_generation.ipynb", check_hard_win_filter),
     "sft_steps": ("08_sft_warmup.ipynb", check_sft_steps),
     "advantages": ("09_grpo_training.ipynb", check_advantages),
+    "expected_reward": ("09_grpo_training.ipynb", check_expected_reward),
     "parse_reversed": ("02_single_turn_env.ipynb", check_parse_reversed),
     "lcs_ratio": ("02_single_turn_env.ipynb", check_lcs_ratio),
     "lcs_reward": ("02_single_turn_env.ipynb", check_lcs_reward),

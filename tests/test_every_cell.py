@@ -163,7 +163,9 @@ def test_train_uses_the_objective_given_and_saves_a_loadable_checkpoint(tmp_path
     model = tiny_copy_of_the_embedded_model(tmp_path / "tiny")
     final, steps, held = every_cell.train(str(model), tmp_path / "run", budget, objective=objective, report=None)
     assert called and called[0][1] == 10  # nine cells and "any other token"
-    assert held["step"].tolist() == list(range(len(steps) + 1)) and held["positions"].iloc[-1] == steps["positions"].sum()
+    assert (
+        held["step"].tolist() == list(range(len(steps) + 1)) and held["positions"].iloc[-1] == steps["positions"].sum()
+    )
     assert {"steps.csv", "held_out.csv", "settings.json", "final"} <= {p.name for p in (tmp_path / "run").iterdir()}
     AutoModelForCausalLM.from_pretrained(final)
 

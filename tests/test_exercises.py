@@ -24,6 +24,12 @@ WRONG = [  # part, a wrong version (the bug it stands for)
     ("sft_steps", lambda games, batch, epochs: int(epochs * games // batch)),  # drops the short last batch
     ("advantages", lambda rewards, scale: [r - sum(rewards) / len(rewards) for r in rewards]),  # never scales
     ("advantages", lambda rewards, scale: 1 / 0),  # a crash becomes a sentence
+    ("expected_reward", lambda lp, r: -(lp.exp() * r).sum(-1).mean()),  # the loss's sign: minimises the reward
+    ("expected_reward", lambda lp, r: (lp * r).sum(-1).mean()),  # log pi used as pi
+    ("expected_reward", lambda lp, r: (lp.exp() * r).sum(-1).mean().item()),  # a float: no gradient
+    ("expected_reward", lambda lp, r: r.gather(1, lp.exp().multinomial(8, replacement=True)).mean()),  # sampled
+    ("expected_reward", lambda lp, r: (lp.exp() * r.flip(-1)).sum(-1).mean()),  # rewards of other cells
+    ("expected_reward", lambda lp, r: (lp.exp() * r).sum()),  # summed over positions, not averaged
     ("reward_with_format", lambda reply: 1.0 if "391" in reply else 0.2 if "<answer>" in reply else 0.0),  # no tags
     ("reward_with_format", lambda reply: float("<answer>" in reply)),  # any answer in the tags earns 1
     ("my_wilson", lambda k, n, z=1.96: (max(0.0, k / n - 0.1), min(1.0, k / n + 0.1))),  # a fixed half-width

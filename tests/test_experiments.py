@@ -1,4 +1,4 @@
-"""The experiments of notebooks 06, 07, 09 and 10: the learner reads a plot, writes what it shows into
+"""The experiments of notebooks 06, 07 and 10: the learner reads a plot, writes what it shows into
 `answer`, then changes the setting to see what moves; a check in course_lib/exercises.py says whether
 the reading is right.
 
@@ -22,8 +22,6 @@ EXPERIMENTS = [  # notebook, check, the right reading, wrong readings (the mista
     # 0.88: read at games = 100; 0.925: read the Wilson curve; 0.95: the nominal level; "0.64": text, not a number
     ("07_sft_data_generation.ipynb", exercises.check_strong_opponent_draws, 0.69, [0.36, 0.31, 0.9]),
     # 0.36: read the upper bar (every game); 0.31: read the wins' part; 0.9: a guess
-    ("09_grpo_training.ipynb", exercises.check_smoothed_falls, 3, [7, 2, 14]),
-    # 7: read at window = 1; 2: a wider window; 14: every step
     ("10_evaluation_and_plots.ipynb", exercises.check_games_to_confirm, 250, [200, 300, 100, 225]),
     # 200: p 0.0106 read as below 0.01; 300: not the fewest; 100: the cpu profile's games; 225: not a step of 50
 ]
