@@ -46,6 +46,7 @@ from tictactoe import (
     board_to_text,
     first_user_message,
     load_environment,
+    system_prompt,
     tag_contents,
 )
 from tictactoe.game import completed_lines, is_over, line_problem, new_board, read_board, reason_claims
@@ -327,13 +328,15 @@ class Turn:
     invalid: str | None  # why the environment refused the answer, None for a legal move
     wrong: list[str]  # what is wrong in the reason's checkable claims, [] if nothing is
     answer: str  # the whole answer
+    reason_asked: bool = True  # False where the system prompt asked for the move alone
 
     @property
     def said(self) -> str:
         """The reason, or when there is none, the start of what the model wrote instead."""
         if self.reason:
             return f"Reason: {self.reason}"
-        return f'No <think> reason; it wrote: "{textwrap.shorten(self.answer, 90, placeholder=" ...")}"'
+        written = textwrap.shorten(self.answer, 90, placeholder=" ...")
+        return f'No <think> reason; it wrote: "{written}"' if self.reason_asked else f'Answer: "{written}"'
 
 
 def check_reason(reason: str, board, move: int | None = None) -> list[str]:
@@ -356,6 +359,7 @@ def check_reason(reason: str, board, move: int | None = None) -> list[str]:
 def game_turns(messages: list[dict]) -> list[Turn]:
     """One `Turn` per model answer of a game's messages (a system prompt, if there, is skipped)."""
     parser, turns, board = MoveParser(), [], new_board()
+    reason_asked = not (messages and messages[0]["content"] == system_prompt("move"))
     for message in messages:
         if message["role"] == "user":
             board = read_board(message["content"]) or board
@@ -367,7 +371,7 @@ def game_turns(messages: list[dict]) -> list[Turn]:
             named = parser.parse(text, last=True).move
             move = cell if cell is not None else (int(named) if named in list("012345678") else None)
             wrong = check_reason(reason, board, move)
-            turns.append(Turn(list(board), reason, move, invalid, wrong, text))
+            turns.append(Turn(list(board), reason, move, invalid, wrong, text, reason_asked))
     return turns
 
 

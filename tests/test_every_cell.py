@@ -171,3 +171,17 @@ def test_train_uses_the_objective_given_and_saves_a_loadable_checkpoint(tmp_path
 
     with pytest.raises(RuntimeError, match="does not require grad"):
         every_cell.train(str(model), tmp_path / "flat", budget, objective=lambda lp, r: lp.new_tensor(0.5), report=None)
+
+
+def test_the_cpu_profile_trains_as_the_recorded_run_did():
+    """Catches: the cpu profile's every-cell settings drifting from the run RESULTS.md reports (held-out scoring,
+    which does not change training, may differ)."""
+    import json
+
+    from course_lib.sweeps import EVERY_CELL_RUN
+
+    recorded = json.loads((EVERY_CELL_RUN / "settings.json").read_text())
+    budget = get_profile("cpu").every_cell
+    for name in ("minutes", "games_at_once", "learning_rate", "lora_rank", "lora_layers", "held_out"):
+        assert float(recorded[name]) == getattr(budget, name), name
+    assert recorded["answer_format"] == get_profile("cpu").answer_format
