@@ -422,10 +422,10 @@ async def evaluate_model(
             played = next(path for path in result.transcripts if path.stem.endswith(f"_{opponent}"))
             played.replace(folder / "transcripts.jsonl")
         staging.rmdir()
+    if stored := [opponent for opponent in folders if opponent not in missing]:
+        print(f"{player}: its games against the {' and '.join(stored)} opponent read back, not replayed")
     parts = []
-    for opponent, folder in folders.items():
-        if opponent not in missing:
-            print(f"{player} vs {opponent}: the stored games of this model ({folder.name}), not replayed")
+    for folder in folders.values():
         parts.append(
             EvalResult(
                 summary=pd.read_csv(folder / "summary.csv").assign(player=player),

@@ -7,7 +7,7 @@ The reference is the course's environment, course_lib/envs/tictactoe/ (imported 
 Where the learner designs (the opponent's dice, the game rows) the checks test properties, so any order
 of draws that has them passes; `compare_games` plays the reference's seeded games through the learner's
 package and the reference, where matching move for move is the task, and says so when dice differ.
-`yours_or_reference` is what notebooks 06 and 09 play in: the learner's finished package when it plays as
+`yours_or_reference` is what notebook 06 plays in: the learner's finished package when it plays as
 the reference (`how_it_differs`), else the reference, said in one printed line.
 """
 
@@ -809,7 +809,7 @@ def load_module(folder: Path):
 
 
 def yours_or_reference(use: str, folder: Path | None = None):
-    """The tic-tac-toe module (its load_environment) that notebooks 06 and 09 play in: yours, my_envs/my_tictactoe
+    """The tic-tac-toe module (its load_environment) that notebook 06 plays in: yours, my_envs/my_tictactoe
     written in notebook 05, if it exists and plays as the course's (`how_it_differs`), else the course's
     `tictactoe`. Prints one line: which, why, and `use` (what the notebook does with it)."""
     from course_lib.workshop import MY_ENVS

@@ -262,24 +262,22 @@ def latest_checkpoint(output_dir: Path) -> str | None:
     return get_last_checkpoint(str(output_dir)) if Path(output_dir).is_dir() else None
 
 
-def game_loader(profile: Profile, load=None):
-    """The full game's load_environment (the course's, or `load`), asking for the profile's answer format."""
+def game_loader(profile: Profile):
+    """The full game's load_environment, asking for the profile's answer format."""
     from tictactoe import load_environment
 
-    load = load or load_environment
-    return load if profile.answer_format == "think" else functools.partial(load, answer_format=profile.answer_format)
+    return functools.partial(load_environment, answer_format=profile.answer_format)
 
 
-def full_game_environment(profile: Profile, seed: int = 0, load=None):
+def full_game_environment(profile: Profile, seed: int = 0):
     """The full-game environment (notebook 05's, the original course's) as GRPO would see it: one
     reward per game, opponent skill stratified over the profile's range (cpu: 0-0.5; gpu and full:
     0.2-0.7, the original course's first run), one skill bucket per prompt of a step, and at most 6
     answers per game (5 moves finish any game; more only burns tokens on invalid answers). Notebook 09
-    shows a group of it beside the per-move environment it trains in (`move_environment`). `load`: the
-    course's load_environment (None), or the learner's (`exercises_tictactoe.yours_or_reference`)."""
+    shows a group of it beside the per-move environment (`move_environment`), in the profile's answer format."""
     from tictactoe import MAX_TURNS
 
-    return game_loader(profile, load)(
+    return game_loader(profile)(
         num_train_examples=profile.grpo.max_steps * profile.grpo.prompts_per_step,
         num_eval_examples=0,
         min_random_move_prob=profile.grpo.min_random_move_prob,
@@ -293,12 +291,10 @@ def full_game_environment(profile: Profile, seed: int = 0, load=None):
 POSITION_GAMES_SEED = 100  # training rows of the full game; the evaluations play the eval split's seeds 0-5
 
 
-async def play_position_games(profile: Profile, model_path: str, load=None) -> list[list[dict]]:
+async def play_position_games(profile: Profile, model_path: str) -> list[list[dict]]:
     """The start model's own full games on training rows (never the evaluation's games), against
     opponents over the profile's skill range, each a list of messages. Played once per model and
-    budget, stored under outputs/<profile>/grpo_position_games/; a later call reads them back. `load`:
-    the full game's load_environment, the course's (None) or the learner's when it plays the same games
-    (`exercises_tictactoe.yours_or_reference` checks it): the stored games do not say which played them."""
+    budget, stored under outputs/<profile>/grpo_position_games/; a later call reads them back."""
     from course_lib.evaluation import load_transcripts, weights_fingerprint
     from course_lib.profiles import output_dir
 
@@ -308,16 +304,16 @@ async def play_position_games(profile: Profile, model_path: str, load=None) -> l
     digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:12]
     path = output_dir(profile) / "grpo_position_games" / f"{digest}.jsonl"
     if not path.is_file():
-        await _play_training_games(profile, model_path, path, load)
+        await _play_training_games(profile, model_path, path)
     return [game["messages"] for game in load_transcripts(path)]
 
 
-async def _play_training_games(profile: Profile, model_path: str, path: Path, load=None) -> None:
+async def _play_training_games(profile: Profile, model_path: str, path: Path) -> None:
     from course_lib.evaluation import save_transcripts, turn_sampling_args
     from course_lib.serving import start_model
     from tictactoe import GAME_STATE_COLUMNS
 
-    env = game_loader(profile, load)(
+    env = game_loader(profile)(
         num_train_examples=profile.grpo.position_games,
         num_eval_examples=0,
         min_random_move_prob=profile.grpo.min_random_move_prob,

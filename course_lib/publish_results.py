@@ -6,7 +6,7 @@
 A copy is published only if its code is the notebook's current code and it ran at the profile's
 current budgets (a stale copy would show results the code or the budgets no longer give: it is
 listed, with the command that refreshes it). Each published copy opens with a note saying which run
-made it (profile, start, duration, from the cells' own timestamps); figures are re-encoded as
+made it (its date, host and times are in RESULTS.md, not in every notebook); figures are re-encoded as
 256-colour PNGs (about 3x smaller, no visible change for line plots). Outputs are cleaned for reading
 (`clean_outputs`): no saved progress bars or library warnings, no absolute paths of the machine or host
 strings, no `Styler` object reprs where the table itself is saved; markdown links are made to resolve from
@@ -70,6 +70,15 @@ CHECKOUT_PATH = re.compile(  # an absolute prefix before one of the course's fol
 )
 HOME_PATH = re.compile(r"(?<![\w.~])(?:/root|/home/[^\s'\"<>/]+|/Users/[^\s'\"<>/]+)(?=/)")
 CACHE_FOLDERS = "llm-rl-course|huggingface"  # what the course and Hugging Face keep under the cache folder
+# Run chatter a reader needs once, not in every notebook: the CPU's speed line (said in 00 and 12, the notebooks
+# about the course and its machinery); a live dashboard embedded as an iframe (trackio's: blank on GitHub, and its
+# address carries a write token) and the lines around it.
+SPEED_LINE = re.compile(r"^This CPU: fp32 matmul .*$\n?", re.MULTILINE)
+SPEED_SAID_IN = ("00_", "12_")
+DASHBOARD_LINE = re.compile(
+    r"^(?:\* )?(?:Trackio|Curves also go to trackio|\* Run finished|\* Created new run|\* Resumed).*$\n?",
+    re.MULTILINE | re.IGNORECASE,
+)
 CACHE_PATH = re.compile(  # any cache folder (XDG_CACHE_HOME may point anywhere) before one of those
     rf"(?<![\w.~])(?:/[^\s'\"<>()\[\]/]+)+/(?=(?:{CACHE_FOLDERS})/)"
 )
@@ -92,18 +101,20 @@ def quiet_stream(text: str) -> str:
     return "\n".join(kept).strip("\n") + "\n" if any(line.strip() for line in kept) else ""
 
 
-def clean_outputs(outputs: list[dict]) -> list[dict]:
+def clean_outputs(outputs: list[dict], speed_line: bool = False) -> list[dict]:
     """Outputs as a reader wants them: progress-bar widgets and tqdm/warning streams dropped, the machine's
-    paths and host strings made portable, and a `Styler` object's repr dropped where its HTML is saved."""
+    paths and host strings made portable, and a `Styler` object's repr dropped where its HTML is saved; an
+    embedded dashboard and its lines dropped, and the CPU's speed line unless `speed_line`."""
     cleaned = []
     for output in settled_streams(outputs):
         output = json.loads(json.dumps(output))  # a copy: the caller's outputs stay as they were
         data = output.get("data", {})
-        if WIDGET in data:
-            continue  # a progress widget saved at whatever it showed: nothing to read on GitHub
+        if WIDGET in data or "<iframe" in "".join(data.get("text/html", "")):
+            continue  # a progress widget saved at whatever it showed, or a live dashboard: nothing to read on GitHub
         if output.get("output_type") == "stream":
             text = "".join(output["text"])
             text = quiet_stream(text) if output.get("name") == "stderr" else text
+            text = DASHBOARD_LINE.sub("", text if speed_line else SPEED_LINE.sub("", text))
             if not text.strip():
                 continue
             output["text"] = portable(text)
@@ -124,12 +135,13 @@ def relinked(source: str) -> str:
     return re.sub(r"\]\(\.\./(?!\.\./)", "](../../", source)
 
 
-def cleaned_copy(executed: dict) -> dict:
+def cleaned_copy(executed: dict, name: str = "") -> dict:
     """An executed notebook as published: `clean_outputs` on every code cell, `relinked` on every
-    markdown cell but the executed-copy note (whose links are written for executed/<profile>/)."""
+    markdown cell but the executed-copy note (whose links are written for executed/<profile>/). `name`: the
+    notebook's file name (the CPU's speed line stays in 00 and 12 only)."""
     for cell in executed["cells"]:
         if "outputs" in cell:
-            cell["outputs"] = clean_outputs(cell["outputs"])
+            cell["outputs"] = clean_outputs(cell["outputs"], speed_line=name.startswith(SPEED_SAID_IN))
         elif cell["cell_type"] == "markdown" and cell.get("id") != "executed-copy-note":
             source = relinked("".join(cell["source"]))
             lines = source.split("\n")
@@ -189,12 +201,11 @@ def publish(profile_name: str = "cpu") -> list[str]:
                 left_out.append(f"{path.name}: {why}")
             continue
         with_current_text(executed, current)
-        cleaned_copy(executed)
+        cleaned_copy(executed, path.name)
         for cell in executed["cells"]:
             for output in cell.get("outputs", []):
                 if "image/png" in output.get("data", {}):
                     output["data"]["image/png"] = smaller_png(output["data"]["image/png"])
-        started, seconds = run_window(executed)
         executed["cells"].insert(
             0,
             {
@@ -202,9 +213,9 @@ def publish(profile_name: str = "cpu") -> list[str]:
                 "id": "executed-copy-note",
                 "metadata": {},
                 "source": [
-                    f"> **Executed copy** of `notebooks/{path.name}`, run in the `{profile_name}` profile on "
-                    f"{started:%Y-%m-%d %H:%M} UTC ({seconds / 60:.1f} min from its first cell to its last); "
-                    f"outputs as that run made them. To run it yourself, open "
+                    f"> **Executed copy** of `notebooks/{path.name}`, from the course's recorded run in the "
+                    f"`{profile_name}` profile (RESULTS.md says when, on which machine and how long each notebook "
+                    f"took); outputs as that run made them. To run it yourself, open "
                     f"[`notebooks/{path.name}`](../../notebooks/{path.name})."
                 ],
             },
@@ -217,7 +228,7 @@ def clean_published(profile_name: str = "cpu") -> list[str]:
     """Clean the copies already in executed/<profile>/ in place (their outputs stay the run's); return their names."""
     names = []
     for path in sorted((PUBLISHED / profile_name).glob("[0-9][0-9]_*.ipynb")):
-        notebook = cleaned_copy(json.loads(path.read_text()))
+        notebook = cleaned_copy(json.loads(path.read_text()), path.name)
         path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
         names.append(path.name)
     return names

@@ -1,7 +1,7 @@
 """The helpers every trainer of the course shares: SFT (sft.py) and GRPO (grpo.py,
 environment_factory.py) log their curves and set up LoRA the same way, from here.
 
-- `experiment_logging(run_name)`: TRL's logger settings (trackio where installed, else none).
+- `experiment_logging(run_name)`: TRL's logger settings (trackio when COURSE_TRACKIO=1, else none).
 - `lora_config(use_lora, rank)`: LoRA adapters on every linear layer, or None for full fine-tuning.
 - `can_share_prefix(model)` / `shared_prefix_cache(model, prefix, rows)`: a prefix that many rows start with, run
   once, its keys and values ready for every row with their gradient (GRPO's groups, the every-cell loss's system
@@ -16,12 +16,13 @@ TRACKIO_PROJECT = "llm-rl-environments"
 
 
 def experiment_logging(run_name: str, report_to: str | None = None) -> dict:
-    """TRL's logger settings: trackio where it is installed (local, no account: its dashboard is
-    `trackio show --project llm-rl-environments`), else none; COURSE_TRACKIO=0 turns it off.
+    """TRL's logger settings: none, unless COURSE_TRACKIO=1 and trackio is installed (local, no account: its
+    dashboard is `trackio show --project llm-rl-environments`). Off by default because trackio embeds its live
+    dashboard in a notebook, with a write token in its address, and the notebooks draw their own figures.
     `report_to`, the caller's own choice (a dev script's "none"), is kept and nothing is printed."""
     if report_to is not None:
         return dict(report_to=report_to)
-    if os.environ.get("COURSE_TRACKIO") == "0" or importlib.util.find_spec("trackio") is None:
+    if os.environ.get("COURSE_TRACKIO") != "1" or importlib.util.find_spec("trackio") is None:
         return dict(report_to="none")
     print(f"Curves also go to trackio: run `trackio show --project {TRACKIO_PROJECT}` to see them in a browser.")
     started = datetime.now().strftime("%m%d-%H%M")  # one run per training, not one growing curve per name

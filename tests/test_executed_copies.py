@@ -149,3 +149,29 @@ def test_the_cleaner_drops_bars_warnings_and_the_machine():
     assert publish_results.portable("/work/cache/huggingface/trackio") == "~/.cache/huggingface/trackio"
     assert publish_results.portable("/work/cache/llm-rl-course/SmolLM2") == "~/.cache/llm-rl-course/SmolLM2"
     assert publish_results.relinked("[a](../RESULTS.md) [b](08_x.ipynb)") == "[a](../../RESULTS.md) [b](08_x.ipynb)"
+
+
+def test_the_cleaner_drops_dashboards_tokens_and_the_speed_line_outside_00_and_12():
+    """Catches: trackio's live dashboard published as an iframe with a write token in its address, its status
+    lines, and the CPU's speed line repeated in every notebook (issue 67); a real line beside them is kept."""
+    iframe = '<iframe src="http://127.0.0.1:7860/?project=x&write_token=abc123" width="100%"></iframe>'
+    outputs = [
+        {"output_type": "display_data", "metadata": {}, "data": {"text/html": [iframe], "text/plain": ["<HTML>"]}},
+        {
+            "output_type": "stream",
+            "name": "stdout",
+            "text": [
+                "Profile 'cpu': picked from the hardware.\n",
+                "This CPU: fp32 matmul 140 GFLOP/s (measured now; other running jobs lower it), about the 140 of ...\n",
+                "* Trackio project initialized: llm-rl-environments\n",
+                "* Run finished. Uploading logs to Trackio (please wait...)\n",
+                "saved outputs/cpu/grpo/final\n",
+            ],
+        },
+    ]
+    for name, speed_kept in (("09_grpo_training.ipynb", False), ("00_start_here.ipynb", True)):
+        cleaned = publish_results.cleaned_copy({"cells": [{"cell_type": "code", "outputs": outputs}]}, name)
+        shown = json.dumps(cleaned)
+        assert "iframe" not in shown and "write_token" not in shown and "Trackio" not in shown
+        assert "saved outputs/cpu/grpo/final" in shown and "Profile 'cpu'" in shown
+        assert ("This CPU: fp32 matmul" in shown) == speed_kept, name

@@ -7,7 +7,6 @@ packages are that text with one part changed. No model: scripted players only.
 
 import asyncio
 import sys
-from types import SimpleNamespace
 
 import pytest
 from test_workshop import notebook_namespace, write_and_load
@@ -15,7 +14,6 @@ from test_workshop import notebook_namespace, write_and_load
 import tictactoe
 from course_lib import evaluation, workshop
 from course_lib.exercises_tictactoe import how_it_differs, load_module, yours_or_reference
-from course_lib.profiles import PROFILES
 from course_lib.scripted_client import ScriptedClient
 
 USE = "this notebook plays in it"
@@ -76,40 +74,6 @@ def test_the_evaluation_plays_in_the_learners_environment_the_reference_games(pa
 
     yours, theirs = (asyncio.run(played(load)) for load in (mine.load_environment, tictactoe.load_environment))
     assert yours.equals(theirs)
-
-
-def test_grpo_plays_the_position_games_and_shows_the_full_game_in_the_learners_environment(
-    package_text, tmp_path, monkeypatch
-):
-    """Catches: notebook 09 saying it trains on the learner's environment while its full game and the games whose
-    positions it trains on come from the course's."""
-    import contextlib
-
-    import course_lib.profiles
-    import course_lib.serving
-    from course_lib import grpo
-
-    mine = load_module(learner_package(tmp_path, package_text))
-    profile = PROFILES["smoke"]
-    env = grpo.full_game_environment(profile, load=mine.load_environment)
-    assert type(env).__module__ == "my_tictactoe"
-    assert env.get_dataset()["info"] == grpo.full_game_environment(profile).get_dataset()["info"]
-
-    calls = []
-
-    def load(**kwargs):
-        calls.append(kwargs)
-        return mine.load_environment(**kwargs)
-
-    @contextlib.contextmanager
-    def expert(profile, model_path=None):
-        yield SimpleNamespace(client=ScriptedClient("expert"), model="expert")
-
-    monkeypatch.setattr(course_lib.profiles, "output_dir", lambda profile=None: tmp_path / "outputs")
-    monkeypatch.setattr(course_lib.serving, "start_model", expert)
-    games = asyncio.run(grpo.play_position_games(profile, "expert", load=load))
-    assert len(calls) == 1 and len(games) == profile.grpo.position_games
-    assert grpo.move_environment(games).get_dataset()  # the per-move environment is built from them
 
 
 def test_an_absent_environment_falls_back_to_the_reference_and_says_why(tmp_path, monkeypatch, capsys):

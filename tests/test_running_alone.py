@@ -28,19 +28,20 @@ def test_09_alone_trains_notebook_08s_model_first(fresh_output, monkeypatch):
     calls = []
     trainer = types.SimpleNamespace(train=lambda: calls.append("train"))
     monkeypatch.setattr(
-        sft, "build_sft_trainer", lambda profile, data, base, out: calls.append(("build", base)) or trainer
+        sft, "build_sft_trainer", lambda profile, data, base, out: calls.append(("build", data, base)) or trainer
     )
-    monkeypatch.setattr(sft, "load_dataset", lambda directory: directory)
+    monkeypatch.setattr(sft, "training_dataset", lambda profile: f"08's games in {profile.answer_format}")
     monkeypatch.setattr(sft, "save_final", lambda t, path, base: calls.append(("save", path)) or make_checkpoint(path))
     monkeypatch.setattr(sft, "release", lambda t: calls.append("release"))
     final = sft.checkpoint_or_train(SMOKE)
     assert final == fresh_output / "sft" / "final" and (final / "config.json").is_file()
-    assert calls == [("build", "/models/base"), "train", ("save", final), "release"]  # freed before GRPO loads
+    built = ("build", "08's games in move", "/models/base")  # notebook 08's data, in the profile's answer format
+    assert calls == [built, "train", ("save", final), "release"]  # freed before GRPO loads
 
 
 def test_09_alone_message_names_notebook_08(fresh_output, monkeypatch, capsys):
     monkeypatch.setattr(sft, "build_sft_trainer", lambda *a: types.SimpleNamespace(train=lambda: None))
-    monkeypatch.setattr(sft, "load_dataset", lambda directory: directory)
+    monkeypatch.setattr(sft, "training_dataset", lambda profile: None)
     monkeypatch.setattr(sft, "save_final", lambda t, path, base: make_checkpoint(path))
     monkeypatch.setattr(sft, "release", lambda t: None)
     sft.checkpoint_or_train(SMOKE)

@@ -319,14 +319,16 @@ def test_sft_config_fits_the_profile():
     assert all(training.lora_config(PROFILES[name].sft.use_lora) is not None for name in ("gpu", "full"))
 
 
-def test_training_logs_to_trackio_where_installed_and_not_when_switched_off(monkeypatch, capsys):
-    """Catches: the SFT or GRPO config logging to nothing although trackio is installed, or needing it, or
-    saying its curves go to trackio when the caller turned logging off."""
+def test_training_logs_to_trackio_only_when_asked(monkeypatch, capsys):
+    """Catches: a notebook embedding trackio's live dashboard (a write token in its address) unasked, the SFT
+    or GRPO config logging to nothing when asked, or saying its curves go to trackio when the caller said none."""
     import importlib.util
 
     from course_lib import grpo
 
     monkeypatch.delenv("COURSE_TRACKIO", raising=False)
+    assert training.experiment_logging("x") == {"report_to": "none"}
+    monkeypatch.setenv("COURSE_TRACKIO", "1")
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "trackio" else None)
     assert training.experiment_logging("x")["report_to"] == "trackio"
     assert training.experiment_logging("x")["project"] == training.TRACKIO_PROJECT
@@ -344,7 +346,7 @@ def test_training_logs_to_trackio_where_installed_and_not_when_switched_off(monk
     assert "trackio" not in capsys.readouterr().out
     monkeypatch.setenv("COURSE_TRACKIO", "0")
     assert training.experiment_logging("x") == {"report_to": "none"}
-    monkeypatch.delenv("COURSE_TRACKIO")
+    monkeypatch.setenv("COURSE_TRACKIO", "1")
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     assert training.experiment_logging("x") == {"report_to": "none"}
 
