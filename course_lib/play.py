@@ -314,9 +314,14 @@ def play_widget(answer: Answer, max_turns: int | None = None, answer_format: str
 # "messages"). `game_turns` reads back, for each model answer, the board it was shown, its <think>
 # text, its move, and checks the two claims the course's SFT data teaches it to make.
 
-RECORDED_GAMES = [  # each a JSON object with "about", "model", "opponent", "result" and "messages"
-    Path(__file__).resolve().parent.parent / "assets" / "course_model_game.json",  # notebook 00's game
-    Path(__file__).resolve().parent.parent / "assets" / "play_widget_game.json",  # notebook 10's, cpu run
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+COURSE_GAMES = [  # the course model's, rewritten after each recorded run: JSON with "about", "model", "messages", ...
+    ASSETS / "course_model_game.json",  # notebook 00's game (dev/make_game_asset.py)
+    ASSETS / "play_widget_game.json",  # notebook 10's play widget, cpu run (dev/make_play_page.py --from-executed)
+]
+REASONING_GAMES = [  # the same two of the course run of 2026-11-28, whose model reasoned before its move
+    ASSETS / "reasoning_games" / "course_model_game.json",
+    ASSETS / "reasoning_games" / "play_widget_game.json",
 ]
 
 
@@ -385,11 +390,14 @@ def game_result(messages: list[dict]) -> str:
     return "Not over."
 
 
-def recorded_games(paths=RECORDED_GAMES) -> list[dict]:
-    """The course's stored games (JSON files like assets/course_model_game.json), each with a "title"."""
+def recorded_games(paths=REASONING_GAMES) -> list[dict]:
+    """Stored games (JSON files like assets/course_model_game.json), each with a "title"; by default the
+    earlier model's, whose reasons notebook 10 checks."""
     games = []
     for path in paths:
         game = json.loads(Path(path).read_text())
+        if game.get("answer_format", "think") != "think":  # stored without the system prompt, which says the format
+            game["messages"] = [{"role": "system", "content": system_prompt(game["answer_format"])}, *game["messages"]]
         opponent = {"random": "the random opponent", "optimal": "the optimal opponent"}.get(game["opponent"])
         game["title"] = f"X: {game['model']}; O: {opponent or game['opponent']}; result: {game['result']}"
         games.append(game)
@@ -455,6 +463,11 @@ body { font-family: sans-serif; max-width: 70em; margin: 2em auto; color: #21212
 """
 
 
+def page_games() -> list[dict]:
+    """The games of the static page: the course model's, then the earlier reasoning model's."""
+    return recorded_games(COURSE_GAMES) + recorded_games(REASONING_GAMES)
+
+
 def recorded_games_page(games: list[dict]) -> str:
     """A self-contained HTML page of recorded games (`recorded_games()`): per model answer, the board it
     saw with its move highlighted, its reason and, in red, what is wrong in the reason."""
@@ -471,8 +484,9 @@ def recorded_games_page(games: list[dict]) -> str:
         "the reason it gave. Claims of the forms &quot;Cell N completes my line a-b-c&quot; and &quot;O "
         "threatens a-b-c; I block at cell N&quot; are checked against the board; a wrong one is marked in red. "
         "Written by <code>dev/make_play_page.py</code> from the stored games "
-        f"({', '.join(f'<code>assets/{Path(p).name}</code>' for p in RECORDED_GAMES)}); notebook 10 draws "
-        "the same games.</p>",
+        f"({', '.join(f'<code>{Path(p).relative_to(ASSETS.parent)}</code>' for p in COURSE_GAMES + REASONING_GAMES)})"
+        ": first the course's model, which answers with the move alone, then an earlier one that reasoned; "
+        "notebook 10 draws the earlier one's.</p>",
     ]
     for game in games:
         parts += ['<section class="game">', f"<h2>{esc(game['title'])}</h2>", f"<p>{esc(game['about'])}</p>"]

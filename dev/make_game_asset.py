@@ -15,7 +15,8 @@ games = [json.loads(line) for line in open(folders[0] / "transcripts.jsonl")]
 game = next(g for g in games if g["result"] == "win" and g["metrics"]["invalid_moves"] == 0)
 stamp = datetime.datetime.fromtimestamp((folders[0] / "games.csv").stat().st_mtime, datetime.timezone.utc)
 about = (
-    f"The course's GRPO model (SmolLM2-135M-Instruct after notebook 08's SFT and notebook 09's GRPO, cpu profile, "
+    f"The course's GRPO model (SmolLM2-135M-Instruct after notebook 08's SFT and notebook 09's GRPO with every cell "
+    f"scored, answering with the move alone, cpu profile, "
     f"run of {stamp:%Y-%m-%d}) against the random opponent: game {game['example_id']} of the {key['games']} "
     f"evaluation games (seed {key['seed']}), the first one it won without an invalid answer. "
     f"Reward {game['reward']:.2f}."
@@ -28,6 +29,7 @@ asset = {
     "example_id": game["example_id"],
     "result": game["result"],
     "reward": game["reward"],
+    "answer_format": key.get("answer_format", "think"),
     "messages": game["messages"][1:],
 }  # without the system prompt: the rules, shown in notebook 05
 (root / "assets/course_model_game.json").write_text(json.dumps(asset, indent=1, ensure_ascii=False) + "\n")

@@ -119,7 +119,7 @@ def test_turns_read_the_board_seen_the_reason_the_move_and_an_invalid_answer():
 def test_the_figure_has_one_board_per_model_answer_and_marks_a_wrong_reason():
     """Catches: a figure that needs a model or a server, a board missing or drawn twice, and a wrong reason
     left out of the picture."""
-    game = play.recorded_games()[0]  # assets/course_model_game.json
+    game = play.recorded_games()[0]  # the earlier reasoning model's game of notebook 00
     fig = play.plot_game(game["messages"], game["title"])
     turns = play.game_turns(game["messages"])
     assert len(fig.axes) == len(turns) == sum(m["role"] == "assistant" for m in game["messages"])
@@ -136,14 +136,14 @@ def test_the_figure_has_one_board_per_model_answer_and_marks_a_wrong_reason():
 def test_the_committed_page_is_what_the_stored_games_make():
     """Catches: a page edited by hand, or stored games or drawing code changed without rerunning
     `python dev/make_play_page.py`."""
-    assert PAGE.read_text() == play.recorded_games_page(play.recorded_games()), "run python dev/make_play_page.py"
+    assert PAGE.read_text() == play.recorded_games_page(play.page_games()), "run python dev/make_play_page.py"
 
 
 def test_the_page_shows_every_move_reason_and_wrong_reason_of_every_recorded_game():
     """Catches: a game, a board, a move or a reason missing from the page, or a wrong reason not marked."""
     page = PAGE.read_text()
-    games = play.recorded_games()
-    assert len(games) == len(play.RECORDED_GAMES) >= 2
+    games = play.page_games()
+    assert len(games) == len(play.COURSE_GAMES) + len(play.REASONING_GAMES) >= 4
     turns = [turn for game in games for turn in play.game_turns(game["messages"])]
     assert page.count('class="board"') == len(turns)
     for game in games:
