@@ -6,8 +6,9 @@
 
 SFT changed every weight a little (full fine-tuning): each matrix's change is cut to its best rank-27
 approximation (truncated SVD), the largest rank that keeps the file under 20 MB in float16 (rank 28:
-20,004,464 bytes). GRPO trained LoRA adapters of rank 8 (the cpu profile), so its change is rank 8
-exactly. Vectors (norm weights) are shipped whole.
+20,004,464 bytes). Notebook 09 trained LoRA adapters (every_cell.lora_rank, on its top layers), so its change
+is of that rank exactly. Vectors (norm weights) are shipped whole. Notebook 10 draws a shipped GRPO model's
+curve from the course run's log (sweeps.EVERY_CELL_RUN).
 """
 
 import argparse
@@ -31,8 +32,7 @@ MAX_BYTES = 20_000_000
 OUT = output_dir(PROFILES["cpu"])
 # How each rebuilt model plays beside the trained one (`compare`; RESULTS.md "Skip a stage"), said when it is used
 HOW_IT_PLAYS = {
-    "after SFT": "like the SFT model against the random opponent; against the optimal one it draws 20% of games "
-    "where the SFT model drew 34% (paired, 100 games, p = 0.049)",
+    "after SFT": "not yet compared game by game with the SFT model it approximates (`compare`)",
     "after GRPO": "not compared game by game with the GRPO model; it starts from the rebuilt SFT model above",
 }
 STAGES = {  # stage: (file, trained checkpoint, the stage it starts from, rank, notebook that trains it)
@@ -41,7 +41,7 @@ STAGES = {  # stage: (file, trained checkpoint, the stage it starts from, rank, 
         "after_grpo.safetensors",
         OUT / "grpo" / "final",
         "after SFT",
-        8,
+        PROFILES["cpu"].every_cell.lora_rank,  # LoRA merged: the change is of this rank exactly
         "notebook 09 (09_grpo_training.ipynb)",
     ),
 }
@@ -74,7 +74,8 @@ def make():
         save_file(changes, path)  # what it is made from: the manifest
         size = path.stat().st_size
         assert size <= MAX_BYTES, f"{path} is {size} bytes: lower the rank"
-        shutil.copy(trained / "log_history.json", path.with_suffix(".log_history.json"))
+        if (trained / "log_history.json").is_file():  # SFT's; notebook 09's run keeps steps.csv beside final/
+            shutil.copy(trained / "log_history.json", path.with_suffix(".log_history.json"))
         weights_sha = hashlib.sha256((trained / "model.safetensors").read_bytes()).hexdigest()
         manifest[stage] = {
             "file": file,
