@@ -448,10 +448,12 @@ def train(
     expert = in_answer_format(load_dataset(), answer_format)["messages"]
     held_out = held_out_positions(list(expert))[: budget.held_out] if answer_format == "move" else []
 
-    def autocast():  # bf16 where the hardware multiplies it natively; float32 weights and optimizer
-        if device == "cuda":
-            return torch.autocast("cuda", dtype=torch.bfloat16)
-        return torch.autocast("cpu", dtype=torch.bfloat16) if cpu_bf16() else contextlib.nullcontext()
+    # bf16 autocast where the hardware multiplies it natively, float32 weights and optimizer; elsewhere (a T4)
+    # float32 throughout: fp16 would need a gradient scaler, and LoRA on the top layers keeps float32 affordable
+    native_bf16 = torch.cuda.is_bf16_supported() if device == "cuda" else cpu_bf16()
+
+    def autocast():
+        return torch.autocast(device, dtype=torch.bfloat16) if native_bf16 else contextlib.nullcontext()
 
     scores, last_report = [], [time.monotonic()]
 
