@@ -18,8 +18,8 @@ FULL_GAME_RECIPE_RUN = "lora8-lr2e-4-opp0.0-0.5-64games"  # the cpu recipe on wh
 # The per-move environment's runs (python -m course_lib.train_grpo --evaluate 100), the same layout
 MOVES_SWEEP = RECORDED_SWEEP.parent / "grpo_moves_cpu"
 CPU_RECIPE_RUN = "p1"  # the run whose settings the cpu profile uses (tests check it)
-# Every cell scored (python -m course_lib.every_cell): the run whose settings profiles' cpu every_cell uses
-EVERY_CELL_RUN = RECORDED_SWEEP.parent / "every_cell_cpu" / "move"
+# Every cell scored: the recorded course run's notebook 09, whose settings are the cpu profile's every_cell
+EVERY_CELL_RUN = RECORDED_SWEEP.parent / "every_cell_cpu" / "course_run"  # the recorded course run, notebook 09
 
 
 def sweep_table(path: Path):

@@ -175,3 +175,15 @@ def test_the_cleaner_drops_dashboards_tokens_and_the_speed_line_outside_00_and_1
         assert "iframe" not in shown and "write_token" not in shown and "Trackio" not in shown
         assert "saved outputs/cpu/grpo/final" in shown and "Profile 'cpu'" in shown
         assert ("This CPU: fp32 matmul" in shown) == speed_kept, name
+
+
+@pytest.mark.parametrize("path", COPIES, ids=lambda p: p.name)
+def test_no_dashboard_token_speed_line_or_run_banner(path):
+    """Catches (issue 67): trackio's iframe and its write token published, the CPU's speed line in every notebook
+    instead of 00 and 12, and a banner with the run's UTC time on every copy (RESULTS.md has the run's times)."""
+    notebook = json.loads(path.read_text())
+    texts = "\n".join(text for _, _, text in output_texts(notebook))
+    assert "<iframe" not in texts and "write_token" not in texts and "Trackio" not in texts
+    assert ("This CPU: fp32 matmul" in texts) == path.name.startswith(publish_results.SPEED_SAID_IN)
+    note = "".join(notebook["cells"][0]["source"])
+    assert note.startswith("> **Executed copy**") and "UTC" not in note
