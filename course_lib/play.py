@@ -41,7 +41,6 @@ from course_lib.scripted_client import ScriptedClient, scripted_answer
 from tictactoe import (
     MODEL,
     OPPONENT,
-    SYSTEM_PROMPT,
     MoveParser,
     board_to_text,
     first_user_message,
@@ -88,6 +87,7 @@ class Game:
         self, model_starts: bool = True, max_turns: int | None = None, seed: int | None = None, answer_format="think"
     ):
         self.env = _environment(max_turns, answer_format)
+        self.answer_format = answer_format  # the system prompt asks for it, as the environment's own rows do
         self.model_starts = model_starts
         # Stored in the state like a dataset row's seed; with a human opponent it decides nothing.
         self.seed = random.randrange(2**31) if seed is None else seed
@@ -168,7 +168,7 @@ class Game:
         row = {
             "example_id": 0,
             "prompt": [
-                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "system", "content": system_prompt(self.answer_format)},
                 {"role": "user", "content": first_user_message(board, self.model_starts)},
             ],
             "info": {

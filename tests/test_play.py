@@ -75,19 +75,20 @@ def test_expert_against_a_random_human_finishes_with_a_valid_result(model_starts
     assert game.messages[-1]["content"].splitlines()[-1].startswith("Game over.")
 
 
-@pytest.mark.parametrize("invalid_on", [(), (0, 2), (1, 3, 4)])
-def test_messages_equal_what_the_environment_produces_for_the_same_moves(invalid_on):
+@pytest.mark.parametrize("invalid_on, answer_format", [((), "think"), ((0, 2), "think"), ((1, 3, 4), "move")])
+def test_messages_equal_what_the_environment_produces_for_the_same_moves(invalid_on, answer_format):
     """Catches: prompts or feedback written by play.py instead of the environment, a different first
-    message, a different order of model and opponent moves, invalid answers handled differently, or
-    a turn cap other than the environment's default (several answers here are invalid)."""
-    env = load_environment(num_train_examples=12, num_eval_examples=0)  # its default turn cap, as Game's
+    message (the system prompt of another answer format: the widget once asked the move-only model to reason), a
+    different order of model and opponent moves, invalid answers handled differently, or a turn cap other than the
+    environment's default (several answers here are invalid)."""
+    env = load_environment(num_train_examples=12, num_eval_examples=0, answer_format=answer_format)
     rows = env.get_dataset().to_list()
     assert {row["info"]["model_starts"] for row in rows} == {True, False}
     invalid_seen = 0
     for i, row in enumerate(rows):
         expected = drive_environment(env, row, scripted_model(i, invalid_on))
         human = env_opponent_as_human(row)
-        game = Game(model_starts=row["info"]["model_starts"], seed=row["info"]["seed"])
+        game = Game(model_starts=row["info"]["model_starts"], seed=row["info"]["seed"], answer_format=answer_format)
         if not game.model_starts:
             game.human_move(row["info"]["board"].index("O"))
         answer = scripted_model(i, invalid_on)
