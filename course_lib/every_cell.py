@@ -500,7 +500,9 @@ def train(
     model.generation_config = GenerationConfig.from_pretrained(model_path)
     model.save_pretrained(str(final))
     tokenizer.save_pretrained(str(final))
-    settings = {"model": str(model_path), "answer_format": answer_format, "games": games, "seed": seed}
+    from course_lib.publish_results import portable  # the start model's path without this machine's folders
+
+    settings = {"model": portable(str(model_path)), "answer_format": answer_format, "games": games, "seed": seed}
     (output_dir / "settings.json").write_text(json.dumps({**settings, **asdict(budget)}, indent=1))
     return final, steps, held
 

@@ -148,6 +148,7 @@ def test_play_and_learn_keeps_the_reasoning_in_the_think_format(tokenizer, tiny_
 def test_train_uses_the_objective_given_and_saves_a_loadable_checkpoint(tmp_path):
     """A run of notebook 09's shape: the learner's objective is the one trained (a wrong one that returns a
     constant has no gradient and fails), the held-out scores before and after, and a checkpoint that loads."""
+    import json
     from dataclasses import replace
 
     from test_grpo import tiny_copy_of_the_embedded_model
@@ -160,7 +161,7 @@ def test_train_uses_the_objective_given_and_saves_a_loadable_checkpoint(tmp_path
         called.append(log_probs.shape)
         return every_cell.expected_reward(log_probs, rewards)
 
-    model = tiny_copy_of_the_embedded_model(tmp_path / "tiny")
+    model = tiny_copy_of_the_embedded_model(tmp_path / "outputs" / "tiny")
     final, steps, held = every_cell.train(str(model), tmp_path / "run", budget, objective=objective, report=None)
     assert called and called[0][1] == 10  # nine cells and "any other token"
     assert (
@@ -168,6 +169,7 @@ def test_train_uses_the_objective_given_and_saves_a_loadable_checkpoint(tmp_path
     )
     assert {"steps.csv", "held_out.csv", "settings.json", "final"} <= {p.name for p in (tmp_path / "run").iterdir()}
     AutoModelForCausalLM.from_pretrained(final)
+    assert json.loads((tmp_path / "run" / "settings.json").read_text())["model"] == "outputs/tiny"  # not this machine's
 
     with pytest.raises(RuntimeError, match="does not require grad"):
         every_cell.train(str(model), tmp_path / "flat", budget, objective=lambda lp, r: lp.new_tensor(0.5), report=None)
